@@ -1,0 +1,22 @@
+"""Errors that name the input they are about and say what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class KohakuError(Exception):
+    """Base class: every message names its input and, where it can, the fix."""
+
+
+class DocumentError(KohakuError):
+    """One document cannot be read; only its own partition fails."""
+
+    def __init__(self, source: str | Path, reason: str) -> None:
+        self.source = str(source)
+        self.reason = reason
+        super().__init__(f"{self.source}: {reason}")
+
+
+class BackendError(KohakuError):
+    """A model backend (embedding, LLM, captioner) failed after its retries."""

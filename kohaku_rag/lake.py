@@ -1,0 +1,108 @@
+"""The data lake on disk: where each table, blob and cache lives, and atomic writes.
+
+Every write goes to a temporary file in the same folder and is renamed into place, so a
+crash or a failed partition leaves the previous good file untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+
+
+def check_key(key: str) -> str:
+    """Partition keys become file names; refuse anything that could escape the folder."""
+    if not _SAFE_KEY.match(key):
+        raise ValueError(
+            f"{key!r} is not a usable id: use letters, digits, '.', '_' or '-' (at most 200), "
+            "starting with a letter or digit"
+        )
+    return key
+
+
+@contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temporary path next to `target`; on success it replaces `target`."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_bytes_atomic(target: Path, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_parquet_atomic(table: pa.Table, target: Path, metadata: dict[str, str] | None = None) -> None:
+    if metadata:
+        merged = dict(table.schema.metadata or {})
+        merged.update({k.encode(): v.encode() for k, v in metadata.items()})
+        table = table.replace_schema_metadata(merged)
+    with atomic_path(target) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def parquet_metadata(path: Path) -> dict[str, str]:
+    """Key/value metadata stored in a Parquet file's schema ({} if the file is absent)."""
+    if not path.exists():
+        return {}
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
+
+
+@dataclass(frozen=True)
+class Lake:
+    root: Path
+
+    def table(self, asset: str, partition: str | None = None) -> Path:
+        name = check_key(partition) if partition is not None else "data"
+        return self.root / asset / f"{name}.parquet"
+
+    def partitions(self, asset: str) -> list[str]:
+        folder = self.root / asset
+        return sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
+
+    def blob(self, digest: str, suffix: str = ".png") -> Path:
+        return self.root / "blobs" / digest[:2] / f"{digest}{suffix}"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.root / "index"
+
+    @property
+    def vectors_path(self) -> Path:
+        return self.index_dir / "vectors.sqlite"
+
+    @property
+    def bm25_path(self) -> Path:
+        return self.index_dir / "bm25.pkl"
+
+    @property
+    def sources_dir(self) -> Path:
+        """Documents fetched from their metadata URL."""
+        return self.root / "sources"
+
+    @property
+    def dagster_home(self) -> Path:
+        return self.root / ".dagster"

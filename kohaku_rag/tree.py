@@ -1,0 +1,242 @@
+"""The document tree: document → section → paragraph → sentence.
+
+Parsers do not build nodes themselves; they return `ParsedSection`s holding
+`ParsedParagraph`s and `build_tree` turns those into `Node` records with the ids
+`doc:sec{i}:p{j}:s{k}` (1-based), so id rules live in exactly one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import pyarrow as pa
+
+
+class NodeKind(StrEnum):
+    DOCUMENT = "document"
+    SECTION = "section"
+    PARAGRAPH = "paragraph"
+    SENTENCE = "sentence"
+
+
+class Attachment(StrEnum):
+    """What a paragraph holds: running text, a table, or a figure."""
+
+    TEXT = "text"
+    TABLE = "table"
+    IMAGE = "image"
+
+
+BBox = tuple[float, float, float, float]
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    doc_id: str
+    parent_id: str | None
+    kind: NodeKind
+    ordinal: int
+    title: str
+    text: str
+    page: int | None = None
+    bbox: BBox | None = None
+    attachment: Attachment = Attachment.TEXT
+    media_hash: str | None = None
+
+    @property
+    def length(self) -> int:
+        return len(self.text)
+
+
+@dataclass(frozen=True)
+class ParsedParagraph:
+    """A paragraph as a parser sees it, before ids and sentences exist.
+
+    For figures, `image` holds PNG bytes (stored in the lake by content hash) and
+    `text` the caption found in the PDF ("Figure 3: ..."), possibly empty.
+    """
+
+    text: str
+    page: int | None = None
+    bbox: BBox | None = None
+    attachment: Attachment = Attachment.TEXT
+    image: bytes | None = None
+
+
+@dataclass(frozen=True)
+class ParsedSection:
+    title: str
+    paragraphs: Sequence[ParsedParagraph]
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    doc_id: str
+    title: str
+    sections: Sequence[ParsedSection]
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def media_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def section_id(doc_id: str, i: int) -> str:
+    return f"{doc_id}:sec{i}"
+
+
+def paragraph_id(doc_id: str, i: int, j: int) -> str:
+    return f"{doc_id}:sec{i}:p{j}"
+
+
+def sentence_id(doc_id: str, i: int, j: int, k: int) -> str:
+    return f"{doc_id}:sec{i}:p{j}:s{k}"
+
+
+def parent_of(node_id: str) -> str | None:
+    """The parent id is the id with its last `:`-part removed (None for a document)."""
+    head, sep, _ = node_id.rpartition(":")
+    return head if sep else None
+
+
+def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]]) -> list[Node]:
+    """Nodes in pre-order. Empty paragraphs and sections are dropped; a figure
+    without caption text keeps one empty-text sentence-free paragraph so its
+    image still reaches the caption step."""
+    doc_id = doc.doc_id
+    sections: list[tuple[Node, list[Node]]] = []
+    i = 0
+    for sec in doc.sections:
+        body: list[Node] = []
+        j = 0
+        sid = section_id(doc_id, i + 1)
+        for para in sec.paragraphs:
+            text = para.text.strip()
+            if not text and para.image is None:
+                continue
+            j += 1
+            pid = paragraph_id(doc_id, i + 1, j)
+            body.append(
+                Node(
+                    node_id=pid,
+                    doc_id=doc_id,
+                    parent_id=sid,
+                    kind=NodeKind.PARAGRAPH,
+                    ordinal=j,
+                    title="",
+                    text=text,
+                    page=para.page,
+                    bbox=para.bbox,
+                    attachment=para.attachment,
+                    media_hash=media_hash(para.image) if para.image is not None else None,
+                )
+            )
+            sentences = [para.text.strip()] if para.attachment is Attachment.TABLE else split_sentences(text)
+            for k, sent in enumerate((s for s in sentences if s.strip()), start=1):
+                body.append(
+                    Node(
+                        node_id=sentence_id(doc_id, i + 1, j, k),
+                        doc_id=doc_id,
+                        parent_id=pid,
+                        kind=NodeKind.SENTENCE,
+                        ordinal=k,
+                        title="",
+                        text=sent.strip(),
+                        page=para.page,
+                        bbox=None,
+                        attachment=para.attachment,
+                    )
+                )
+        if j == 0:
+            continue
+        i += 1
+        paragraphs_text = "\n\n".join(n.text for n in body if n.kind is NodeKind.PARAGRAPH and n.text)
+        sec_node = Node(
+            node_id=sid,
+            doc_id=doc_id,
+            parent_id=doc_id,
+            kind=NodeKind.SECTION,
+            ordinal=i,
+            title=sec.title.strip(),
+            text=paragraphs_text,
+            page=sec.page if sec.page is not None else next((n.page for n in body if n.page is not None), None),
+        )
+        sections.append((sec_node, body))
+    root = Node(
+        node_id=doc_id,
+        doc_id=doc_id,
+        parent_id=None,
+        kind=NodeKind.DOCUMENT,
+        ordinal=0,
+        title=doc.title,
+        text="\n\n".join(s.text for s, _ in sections),
+        page=1 if sections else None,
+    )
+    nodes = [root]
+    for sec_node, body in sections:
+        nodes.append(sec_node)
+        nodes.extend(body)
+    return nodes
+
+
+TREE_SCHEMA = pa.schema(
+    [
+        pa.field("node_id", pa.string(), nullable=False),
+        pa.field("doc_id", pa.string(), nullable=False),
+        pa.field("parent_id", pa.string()),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("ordinal", pa.int32(), nullable=False),
+        pa.field("title", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("page", pa.int32()),
+        pa.field("bbox", pa.list_(pa.float32(), 4)),
+        pa.field("attachment", pa.string(), nullable=False),
+        pa.field("media_hash", pa.string()),
+        pa.field("length", pa.int32(), nullable=False),
+    ]
+)
+
+
+def nodes_to_table(nodes: Iterable[Node]) -> pa.Table:
+    rows = [
+        {
+            "node_id": n.node_id,
+            "doc_id": n.doc_id,
+            "parent_id": n.parent_id,
+            "kind": str(n.kind),
+            "ordinal": n.ordinal,
+            "title": n.title,
+            "text": n.text,
+            "page": n.page,
+            "bbox": list(n.bbox) if n.bbox is not None else None,
+            "attachment": str(n.attachment),
+            "media_hash": n.media_hash,
+            "length": n.length,
+        }
+        for n in nodes
+    ]
+    return pa.Table.from_pylist(rows, schema=TREE_SCHEMA)
+
+
+def table_to_nodes(table: pa.Table) -> list[Node]:
+    return [
+        Node(
+            node_id=r["node_id"],
+            doc_id=r["doc_id"],
+            parent_id=r["parent_id"],
+            kind=NodeKind(r["kind"]),
+            ordinal=r["ordinal"],
+            title=r["title"],
+            text=r["text"],
+            page=r["page"],
+            bbox=tuple(r["bbox"]) if r["bbox"] is not None else None,  # type: ignore[arg-type]
+            attachment=Attachment(r["attachment"]),
+            media_hash=r["media_hash"],
+        )
+        for r in table.to_pylist()
+    ]
