@@ -32,3 +32,14 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.maximum(norms, 1e-12)
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """The texts as a list, refusing a bare str (which would embed its characters)."""
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of texts, not a single str: wrap it in a list")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, expected str")
+    return items

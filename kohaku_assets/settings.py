@@ -1,0 +1,55 @@
+"""Where the lake and the corpus are, and the loaded models, as one Dagster resource.
+
+Defaults come from the environment (KOHAKU_LAKE, KOHAKU_CORPUS, KOHAKU_INDEX_CONFIG) so the
+CLI, the sensor and `dagster dev` all see the same lake.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from dagster import ConfigurableResource
+
+from kohaku_rag.config import IndexConfig, load_config_file
+from kohaku_rag.embed import EmbedderSpec, make_embedder
+from kohaku_rag.embed.base import Embedder
+from kohaku_rag.lake import Lake
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_lake() -> str:
+    return os.environ.get("KOHAKU_LAKE", str(REPO_ROOT / "data_lake"))
+
+
+def default_corpus() -> str:
+    return os.environ.get("KOHAKU_CORPUS", str(Path(default_lake()) / "sample_corpus"))
+
+
+@lru_cache(maxsize=4)
+def _embedder(spec: EmbedderSpec, cache_dir: str) -> Embedder:
+    # One model per process: in-process runs of many partitions share it.
+    return make_embedder(spec, Path(cache_dir))
+
+
+class KohakuSettings(ConfigurableResource):
+    lake_root: str = ""
+    corpus_dir: str = ""
+    index_config_file: str = ""
+
+    @property
+    def lake(self) -> Lake:
+        return Lake(Path(self.lake_root or default_lake()))
+
+    @property
+    def corpus(self) -> Path:
+        return Path(self.corpus_dir or default_corpus())
+
+    def index_config(self) -> IndexConfig:
+        path = self.index_config_file or os.environ.get("KOHAKU_INDEX_CONFIG", "")
+        return load_config_file(Path(path), IndexConfig) if path else IndexConfig()
+
+    def embedder(self) -> Embedder:
+        return _embedder(self.index_config().embedder, str(self.lake.cache_dir / "embeddings"))

@@ -1,0 +1,154 @@
+"""The chat interface every LLM backend implements, and its request/result records."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from kohaku_rag.errors import BackendError
+
+Role = Literal["system", "user", "assistant"]
+_ROLES = ("system", "user", "assistant")
+
+
+class ContextOverflowError(BackendError):
+    """The prompt (plus the reply budget) does not fit the model's context window.
+
+    Never retried by a backend: the caller shrinks its context (fewer retrieved passages)
+    and asks again. `prompt_tokens`/`limit` are filled in when the backend knows them.
+    """
+
+    def __init__(self, message: str, *, prompt_tokens: int | None = None, limit: int | None = None):
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Role
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in _ROLES:
+            raise ValueError(f"message role {self.role!r} is not one of {', '.join(_ROLES)}")
+        if not isinstance(self.content, str):
+            raise TypeError(f"message content must be a str, got {type(self.content).__name__}")
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value, so equal schemas hash (and cache) equally."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion to make.
+
+    `json_schema` may be given as a dict (or its JSON text); it is kept as canonical JSON
+    text so the request stays hashable and usable as a cache key. Read it back as a dict
+    with `.schema`. `dataclasses.replace(req, seed=3)` works (ensemble runs).
+    """
+
+    messages: tuple[Message, ...]
+    temperature: float = 0.0
+    max_tokens: int = 512
+    seed: int = 0
+    json_schema: str | Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        messages = tuple(self.messages)
+        if not messages:
+            raise ValueError("a chat request needs at least one message")
+        for m in messages:
+            if not isinstance(m, Message):
+                raise TypeError(f"messages must be Message records, got {type(m).__name__}")
+        object.__setattr__(self, "messages", messages)
+        if not 0.0 <= float(self.temperature) <= 2.0:
+            raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
+        if int(self.max_tokens) < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        object.__setattr__(self, "temperature", float(self.temperature))
+        object.__setattr__(self, "max_tokens", int(self.max_tokens))
+        object.__setattr__(self, "seed", int(self.seed))
+        schema = self.json_schema
+        if schema is not None:
+            if isinstance(schema, str):
+                try:
+                    schema = json.loads(schema)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"json_schema is not valid JSON: {exc}") from None
+            if not isinstance(schema, Mapping):
+                raise TypeError(f"json_schema must be a JSON object, got {type(schema).__name__}")
+            object.__setattr__(self, "json_schema", canonical_json(schema))
+
+    @property
+    def schema(self) -> dict[str, Any] | None:
+        """The JSON schema as a fresh dict (None when free text was asked for)."""
+        return None if self.json_schema is None else json.loads(self.json_schema)
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    """A reply. `text` is the JSON text itself when a schema was requested.
+
+    `seconds` is the time the backend spent on the successful call (not queueing or
+    back-off); `cached` is True when it came from the response cache.
+    """
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    cached: bool = False
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat LLM. `model_id` names the model and every setting that changes its replies,
+    because the response cache is keyed by it."""
+
+    model_id: str
+    context_window: int
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        """One reply, or raise ContextOverflowError / BackendError."""
+        ...
+
+    def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
+        """One entry per request, in order: its reply or the exception that ended it."""
+        ...
+
+
+def extract_json(text: str) -> str | None:
+    """The JSON object in a reply, tolerating code fences and chatter around it.
+
+    Plain prompting (servers without structured output) often yields ```json fences or a
+    sentence before the object; grammar-constrained backends yield the object alone.
+    Returns None when no parseable JSON object is present.
+    """
+    stripped = text.strip()
+    try:
+        json.loads(stripped)
+        return stripped
+    except json.JSONDecodeError:
+        pass
+    decoder = json.JSONDecoder()
+    start = stripped.find("{")
+    while start != -1:
+        try:
+            _, end = decoder.raw_decode(stripped, start)
+            return stripped[start:end]
+        except json.JSONDecodeError:
+            start = stripped.find("{", start + 1)
+    return None
+
+
+def raise_first_error(results: Sequence[ChatResult | Exception]) -> ChatResult:
+    """`complete` in terms of `complete_many` for a single request."""
+    (result,) = results
+    if isinstance(result, Exception):
+        raise result
+    return result

@@ -1,0 +1,220 @@
+"""Non-PDF inputs: KohakuRAG JSON payloads, Markdown and plain text → ParsedDocument.
+
+The WattBot JSON payloads hold one section per page whose "paragraphs" are whole
+columns (median ~3,000 characters) of pypdf-style text with hard line breaks and
+hyphenation. Those are poor retrieval units, so paragraphs are rebuilt from the line
+layout: a short line that ends a sentence closes a paragraph, and long paragraphs are
+cut at sentence boundaries.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from kohaku_rag.errors import DocumentError
+from kohaku_rag.parse.sentences import split_sentences
+from kohaku_rag.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
+
+# KohakuRAG's pdf_utils writes these for every embedded image; they carry no content.
+IMAGE_PLACEHOLDER = re.compile(r"^\s*\[Image page=\d+ idx=\d+[^\]]*\].*$")
+_HYPHEN_END = re.compile(r"[a-z]-$")
+_SENTENCE_END = re.compile(r"[.:?!]['\")\]]?$")
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
+
+MAX_PARAGRAPH_CHARS = 1000
+MIN_PARAGRAPH_CHARS = 120
+
+
+def join_lines(lines: list[str]) -> str:
+    """Join hard-wrapped lines, repairing end-of-line hyphenation ("emis-" + "sions")."""
+    out = ""
+    for raw in lines:
+        line = raw.strip()
+        if not line:
+            continue
+        if out and _HYPHEN_END.search(out) and line[:1].islower():
+            out = out[:-1] + line
+        elif out:
+            out += " " + line
+        else:
+            out = line
+    return out
+
+
+def _split_long(text: str, limit: int) -> list[str]:
+    if len(text) <= limit:
+        return [text]
+    chunks: list[str] = []
+    current = ""
+    for sent in split_sentences(text):
+        if current and len(current) + 1 + len(sent) > limit:
+            chunks.append(current)
+            current = sent
+        else:
+            current = f"{current} {sent}" if current else sent
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _merge_short(paragraphs: list[str], minimum: int, limit: int) -> list[str]:
+    """Fold fragments (table rows, captions, headings) into their successor so no unit
+    is too small to carry meaning on its own."""
+    merged: list[str] = []
+    carry = ""
+    for para in paragraphs:
+        para = f"{carry} {para}".strip() if carry else para
+        carry = ""
+        if len(para) < minimum:
+            carry = para
+            continue
+        merged.append(para)
+    if carry:
+        if merged and len(merged[-1]) + len(carry) <= limit * 1.5:
+            merged[-1] = f"{merged[-1]} {carry}"
+        else:
+            merged.append(carry)
+    return merged
+
+
+def paragraphs_from_lines(text: str, *, limit: int = MAX_PARAGRAPH_CHARS, minimum: int = MIN_PARAGRAPH_CHARS) -> list[str]:
+    """Rebuild paragraphs from hard-wrapped text. A paragraph ends at a blank line, or at a
+    line that ends a sentence while being clearly shorter than the block's typical line."""
+    lines = [ln for ln in text.splitlines() if not IMAGE_PLACEHOLDER.match(ln)]
+    lengths = [len(ln.strip()) for ln in lines if len(ln.strip()) > 20]
+    typical = statistics.median(lengths) if lengths else 60.0
+    blocks: list[list[str]] = [[]]
+    for line in lines:
+        stripped = line.strip()
+        if not stripped:
+            if blocks[-1]:
+                blocks.append([])
+            continue
+        blocks[-1].append(stripped)
+        if _SENTENCE_END.search(stripped) and len(stripped) < 0.75 * typical:
+            blocks.append([])
+    paragraphs = [join_lines(b) for b in blocks if b]
+    pieces = [piece for para in paragraphs for piece in _split_long(para, limit)]
+    return _merge_short(pieces, minimum, limit)
+
+
+def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
+    """KohakuRAG's `pdf_to_document_payload` JSON: {document_id, title, text, metadata, sections}."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DocumentError(path, f"not a readable JSON payload ({exc})") from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("sections"), list):
+        raise DocumentError(path, "JSON payload has no 'sections' list (expected KohakuRAG's document payload format)")
+    sections = [_payload_section(sec, index) for index, sec in enumerate(payload["sections"], start=1)]
+    meta = payload.get("metadata") or {}
+    doc_title = title or str(payload.get("title") or doc_id)
+    return _checked(
+        path,
+        ParsedDocument(
+            doc_id=doc_id,
+            title=doc_title,
+            sections=[s for s in sections if s.paragraphs],
+            metadata={k: str(v) for k, v in meta.items() if isinstance(v, str | int | float)},
+        ),
+    )
+
+
+def _payload_section(section: dict, index: int) -> ParsedSection:
+    meta = section.get("metadata") or {}
+    page = _as_int(meta.get("page")) or index
+    texts: list[str] = []
+    for para in section.get("paragraphs") or []:
+        pmeta = para.get("metadata") or {}
+        if pmeta.get("attachment_type") == "image" and IMAGE_PLACEHOLDER.match(para.get("text", "")):
+            continue
+        texts.append(str(para.get("text") or ""))
+    paragraphs = paragraphs_from_lines("\n\n".join(texts))
+    return ParsedSection(
+        title=str(section.get("title") or f"Page {page}"),
+        page=page,
+        paragraphs=[ParsedParagraph(text=p, page=page) for p in paragraphs],
+    )
+
+
+def _as_int(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_markdown(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
+    text = _read_text(path)
+    sections: list[ParsedSection] = []
+    current_title = ""
+    body: list[str] = []
+    doc_title = title
+
+    def flush() -> None:
+        paras = list(_markdown_paragraphs(body))
+        if paras:
+            sections.append(ParsedSection(title=current_title or (doc_title or doc_id), paragraphs=paras))
+
+    for line in text.splitlines():
+        heading = _MD_HEADING.match(line)
+        if heading:
+            level, heading_text = len(heading.group(1)), heading.group(2)
+            if level == 1 and doc_title is None:
+                doc_title = heading_text
+                continue
+            flush()
+            current_title, body = heading_text, []
+        else:
+            body.append(line)
+    flush()
+    return _checked(path, ParsedDocument(doc_id=doc_id, title=doc_title or doc_id, sections=sections))
+
+
+def _markdown_paragraphs(lines: list[str]) -> Iterator[ParsedParagraph]:
+    block: list[str] = []
+    for line in [*lines, ""]:
+        if line.strip():
+            block.append(line)
+            continue
+        if not block:
+            continue
+        if all(ln.strip().startswith("|") for ln in block):
+            rows = [ln for ln in block if not _MD_TABLE_RULE.match(ln)]
+            cells = [" | ".join(c.strip() for c in ln.strip().strip("|").split("|")) for ln in rows]
+            yield ParsedParagraph(text="\n".join(cells), attachment=Attachment.TABLE)
+        else:
+            for piece in _split_long(join_lines(block), MAX_PARAGRAPH_CHARS):
+                yield ParsedParagraph(text=piece)
+        block = []
+
+
+def parse_text(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
+    text = _read_text(path)
+    paragraphs = [ParsedParagraph(text=p) for p in paragraphs_from_lines(text)]
+    doc_title = title or next((ln.strip() for ln in text.splitlines() if ln.strip()), doc_id)[:200]
+    return _checked(path, ParsedDocument(doc_id=doc_id, title=doc_title, sections=[ParsedSection(title=doc_title, paragraphs=paragraphs)]))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DocumentError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start}); re-save it as UTF-8") from exc
+    except OSError as exc:
+        raise DocumentError(path, f"cannot be read ({exc.strerror})") from exc
+
+
+def _checked(path: Path, doc: ParsedDocument) -> ParsedDocument:
+    if not any(p.text.strip() for s in doc.sections for p in s.paragraphs):
+        raise DocumentError(path, "empty: no text to index")
+    return doc
+
+
+def iter_paragraph_texts(doc: ParsedDocument) -> Iterable[str]:
+    return (p.text for s in doc.sections for p in s.paragraphs)

@@ -1,0 +1,180 @@
+"""Retrieval core: multi-query hybrid search over the hierarchical index.
+
+For each query, dense hits (sentences and paragraphs, searched separately so k applies
+after the kind filter) and BM25 paragraph hits are mapped to paragraph units and fused
+by reciprocal rank. Across queries, units are reranked by frequency, score or both
+(KohakuRAG's cross-query rerank), cut to `top_k_final`, expanded to their parent,
+deduplicated, and packed into the character budget.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kohaku_rag.config import RetrievalConfig
+from kohaku_rag.embed.base import Embedder
+from kohaku_rag.index.bm25 import BM25Index
+from kohaku_rag.index.vectors import VectorStore
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    doc_id: str
+    node_id: str
+    kind: str
+    page: int | None
+    score: float
+    text: str
+    attachment: str = "text"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "doc_id": self.doc_id,
+            "node_id": self.node_id,
+            "kind": self.kind,
+            "page": self.page,
+            "score": round(self.score, 6),
+            "text": self.text,
+            "attachment": self.attachment,
+        }
+
+
+@dataclass(frozen=True)
+class UnitScore:
+    node_id: str
+    score: float  # best fused score over queries
+    frequency: int  # number of queries that found the unit
+
+
+def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float) -> dict[str, float]:
+    """Weighted reciprocal-rank fusion of several ranked id lists for one query."""
+    fused: dict[str, float] = defaultdict(float)
+    for ids, weight in ranked_lists:
+        for rank, node_id in enumerate(ids, start=1):
+            fused[node_id] += weight / (rrf_k + rank)
+    return dict(fused)
+
+
+def rerank(per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float) -> list[UnitScore]:
+    """KohakuRAG's cross-query rerank of units found by several queries."""
+    best: dict[str, float] = {}
+    freq: dict[str, int] = defaultdict(int)
+    for scores in per_query:
+        for node_id, score in scores.items():
+            best[node_id] = max(best.get(node_id, 0.0), score)
+            freq[node_id] += 1
+    units = [UnitScore(n, best[n], freq[n]) for n in best]
+    if not units:
+        return []
+    top_score = max(u.score for u in units) or 1.0
+    n_queries = max(len(per_query), 1)
+
+    def key(u: UnitScore) -> tuple[float, float]:
+        if strategy == "frequency":
+            return (u.frequency, u.score)
+        if strategy == "score":
+            return (u.score, u.frequency)
+        return (alpha * u.frequency / n_queries + (1 - alpha) * u.score / top_score, u.score)
+
+    return sorted(units, key=key, reverse=True)
+
+
+def is_ancestor(ancestor: str, node_id: str) -> bool:
+    return node_id.startswith(ancestor + ":")
+
+
+def dedup(node_ids: Sequence[str], mode: str) -> list[str]:
+    """`node_id` drops repeats; `tree` also drops a unit whose ancestor or descendant is kept
+    (the earlier, better-ranked one wins)."""
+    kept: list[str] = []
+    for node_id in node_ids:
+        if mode != "none" and node_id in kept:
+            continue
+        if mode == "tree" and any(is_ancestor(k, node_id) or is_ancestor(node_id, k) for k in kept):
+            continue
+        kept.append(node_id)
+    return kept
+
+
+def pack(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
+    """Keep items in rank order while they fit; the first that does not fit is cut to the
+    remaining budget so the budget is used, never exceeded."""
+    out: list[ContextItem] = []
+    used = 0
+    for item in items:
+        room = budget_chars - used
+        if room <= 0:
+            break
+        if len(item.text) > room:
+            if room >= 200:
+                out.append(ContextItem(**{**item.__dict__, "text": item.text[:room]}))
+            break
+        out.append(item)
+        used += len(item.text)
+    return out
+
+
+class Retriever:
+    """Holds the loaded embedder and indexes; open once, query many times."""
+
+    def __init__(self, embedder: Embedder, store: VectorStore, bm25: BM25Index | None) -> None:
+        self.embedder = embedder
+        self.store = store
+        self.bm25 = bm25
+
+    def _unit_of(self, node_ids: Sequence[str]) -> list[str]:
+        """Sentence hits count for their paragraph; the order of first appearance is kept."""
+        units: list[str] = []
+        seen: set[str] = set()
+        for node_id in node_ids:
+            unit = node_id.rsplit(":", 1)[0] if node_id.rsplit(":", 1)[-1].startswith("s") else node_id
+            if unit not in seen:
+                seen.add(unit)
+                units.append(unit)
+        return units
+
+    def query_scores(self, query: str, vector: np.ndarray, cfg: RetrievalConfig) -> dict[str, float]:
+        lists: list[tuple[Sequence[str], float]] = []
+        if cfg.top_k > 0 and cfg.dense_weight > 0:
+            for kind in ("sentence", "paragraph"):
+                hits = [h for h in self.store.search(vector, kinds=(kind,), k=cfg.top_k) if h.score >= cfg.threshold]
+                lists.append((self._unit_of([h.node_id for h in hits]), cfg.dense_weight))
+        if self.bm25 is not None and cfg.bm25_top_k > 0 and cfg.bm25_weight > 0:
+            lists.append(([node_id for node_id, _ in self.bm25.search(query, cfg.bm25_top_k)], cfg.bm25_weight))
+        return fuse_query(lists, cfg.rrf_k)
+
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
+        queries = [q for q in queries if q.strip()]
+        if not queries:
+            return []
+        vectors = self.embedder.embed(queries, role="query")
+        per_query = [self.query_scores(q, v, cfg) for q, v in zip(queries, vectors, strict=True)]
+        ranked = rerank(per_query, cfg.rerank, cfg.alpha)[: cfg.top_k_final]
+        scores = {u.node_id: u.score for u in ranked}
+        targets: list[str] = []
+        for unit in ranked:
+            target = unit.node_id
+            if cfg.expand_to == "section" and target.count(":") >= 2:
+                target = target.rsplit(":", 1)[0]
+            targets.append(target)
+            scores[target] = max(scores.get(target, 0.0), unit.score)
+        kept = dedup(targets, cfg.dedup)
+        rows = self.store.get_nodes(kept)
+        items = [
+            ContextItem(
+                doc_id=rows[n].doc_id,
+                node_id=n,
+                kind=rows[n].kind,
+                page=rows[n].page,
+                score=scores[n],
+                text=rows[n].text,
+                attachment=rows[n].attachment,
+            )
+            for n in kept
+            if n in rows
+        ]
+        return pack(items, cfg.budget_chars)
