@@ -1,6 +1,5 @@
 """The Dagster code location: assets, the corpus sensor and the re-indexing schedule."""
 
-from __future__ import annotations
 
 from dagster import (
     AddDynamicPartitionsRequest,

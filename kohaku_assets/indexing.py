@@ -5,7 +5,6 @@ metadata. The lake is written by the library (Parquet by partition, atomically),
 assets declare their upstreams with `deps`.
 """
 
-from __future__ import annotations
 
 import time
 from collections import Counter

@@ -19,6 +19,11 @@ from kohaku_assets.indexing import INDEXES, PER_DOCUMENT, documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import scan_corpus
+from kohaku_rag.tree import NodeKind
+
+
+# The CLI prints its own progress; Dagster's per-event DEBUG lines would drown it.
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def instance_for(lake_root: Path) -> DagsterInstance:
@@ -91,7 +96,7 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
     for n, doc_id in enumerate(build, start=1):
         t0 = time.perf_counter()
         result = materialize(every, selection=PER_DOCUMENT, partition_key=doc_id, instance=instance,
-                             resources=resources, raise_on_error=False, tags={"kohaku/trigger": "cli"})
+                             resources=resources, raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
         if result.success:
             report.recomputed.append(doc_id)
             progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
@@ -100,7 +105,7 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
             progress(f"[{n}/{len(build)}] FAILED {doc_id}: {report.failed[doc_id]}")
     if build or plan.remove or not lake.vectors_path.exists() or not lake.bm25_path.exists():
         result = materialize(every, selection=INDEXES, instance=instance, resources=resources,
-                             raise_on_error=False, tags={"kohaku/trigger": "cli"})
+                             raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
         if not result.success:
             raise RuntimeError(f"index assembly failed: {failure_message(result)}")
     report.documents = len(plan.unchanged) + len(report.recomputed)
@@ -115,4 +120,4 @@ def node_counts(settings: KohakuSettings) -> dict[str, int]:
     if not settings.lake.vectors_path.exists():
         return {}
     with VectorStore(settings.lake.vectors_path, settings.embedder().dim) as store:
-        return store.kind_counts()
+        return {str(kind): store.count(kind) for kind in NodeKind}

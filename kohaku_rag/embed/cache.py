@@ -1,0 +1,136 @@
+"""A persistent embedding cache in front of any Embedder.
+
+Keyed by content, never by path: sha256 over (model_id, role, sha256(text)), so a renamed
+document reuses its vectors and any change of model or setting (which `model_id` names)
+misses. Storage is one SQLite file (WAL, via apsw): rows are looked up by primary key in
+chunks, writes are transactions, and two processes may share the file — SQLite's locking
+serialises their writes and a busy timeout waits out the other writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from kohaku_rag.embed.base import Embedder, Role, check_texts
+
+CACHE_FILE = "embeddings.sqlite"
+LOOKUP_CHUNK = 900  # keys per SELECT ... IN (...), well under SQLite's variable limit
+BUSY_TIMEOUT_MS = 60_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (
+    key BLOB PRIMARY KEY,  -- sha256(model_id, role, sha256(text))
+    vec BLOB NOT NULL      -- little-endian float32, already L2-normalised
+) WITHOUT ROWID;
+"""
+
+
+def cache_key(model_id: str, role: str, text: str) -> bytes:
+    text_hash = hashlib.sha256(text.encode("utf-8")).digest()
+    # NUL separators: neither a model id nor a role contains one, so fields cannot blur.
+    return hashlib.sha256(f"{model_id}\x00{role}\x00".encode() + text_hash).digest()
+
+
+class CachedEmbedder:
+    """An Embedder that asks `inner` only for texts it has not seen under the same key.
+
+    `hits` / `misses` count distinct texts per call served from the file / sent to
+    `inner`, summed over the life of this object. Misses are embedded `write_chunk` at a
+    time and committed after each chunk, so a crash keeps the work already done.
+    """
+
+    def __init__(self, inner: Embedder, cache_dir: Path, *, write_chunk: int = 2048) -> None:
+        if write_chunk < 1:
+            raise ValueError(f"write_chunk must be at least 1, got {write_chunk}")
+        self.inner = inner
+        self.path = Path(cache_dir) / CACHE_FILE
+        self.write_chunk = write_chunk
+        self.hits = 0
+        self.misses = 0
+        self._conn: apsw.Connection | None = None
+        self._conn_pid = -1
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.inner!r}, path={str(self.path)!r})"
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
+        texts = check_texts(texts)
+        if not texts:
+            return self.inner.embed([], role=role)
+        model_id = self.inner.model_id
+        keys = [cache_key(model_id, role, t) for t in texts]
+        unique: dict[bytes, str] = dict(zip(keys, texts))  # identical texts share one key
+        found = self._lookup(list(unique))
+        missing = [k for k in unique if k not in found]
+        self.hits += len(unique) - len(missing)
+        self.misses += len(missing)
+        for chunk in _chunks(missing, self.write_chunk):
+            vectors = np.asarray(self.inner.embed([unique[k] for k in chunk], role=role), dtype=np.float32)
+            self._store(chunk, vectors)
+            found.update(zip(chunk, vectors))
+        widths = {v.shape[0] for v in found.values()}
+        if len(widths) != 1:
+            raise ValueError(
+                f"{self.path}: cached vectors for {model_id!r} have widths {sorted(widths)}; "
+                "delete the cache file if the model changed without a new model_id"
+            )
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def __len__(self) -> int:
+        """Entries in the file, over every model."""
+        return int(self._connection().execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> apsw.Connection:
+        # A forked worker must not reuse its parent's SQLite handle; open its own.
+        if self._conn is None or self._conn_pid != os.getpid():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = apsw.Connection(str(self.path))
+            conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+            self._conn, self._conn_pid = conn, os.getpid()
+        return self._conn
+
+    def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        conn = self._connection()
+        found: dict[bytes, np.ndarray] = {}
+        for chunk in _chunks(keys, LOOKUP_CHUNK):
+            marks = ",".join("?" * len(chunk))
+            for key, blob in conn.execute(f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", chunk):
+                found[bytes(key)] = np.frombuffer(blob, dtype="<f4")
+        return found
+
+    def _store(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        if vectors.shape[0] != len(keys):
+            raise ValueError(
+                f"{self.inner!r} returned {vectors.shape[0]} vectors for {len(keys)} texts"
+            )
+        rows = [(k, v.astype("<f4").tobytes()) for k, v in zip(keys, vectors)]
+        conn = self._connection()
+        with conn:  # one transaction per chunk
+            conn.executemany("INSERT OR REPLACE INTO embeddings(key, vec) VALUES (?, ?)", rows)
+
+
+def _chunks(items: list[bytes], size: int) -> Iterator[list[bytes]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

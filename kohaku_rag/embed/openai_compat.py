@@ -1,0 +1,81 @@
+"""Embeddings from any OpenAI-compatible `/v1/embeddings` server (OpenAI, vLLM, llama.cpp, ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kohaku_rag.embed.base import Role, check_texts
+from kohaku_rag.embed.http import EmbeddingsClient, RetryPolicy, embeddings_url, read_api_key
+
+OPENAI_BASE_URL = "https://api.openai.com"
+
+
+class OpenAIEmbedder:
+    """Symmetric remote embeddings; `role` does not change the request.
+
+    `api_key_env=None` sends no Authorization header (local servers). `dimensions` asks
+    the server to shorten vectors (text-embedding-3-*); without it the width is learned
+    from the first response.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_retries: int = 5,
+        *,
+        concurrency: int = 4,
+        backoff_base: float = 0.5,
+    ) -> None:
+        if not model:
+            raise ValueError("OpenAIEmbedder needs a model name")
+        if dimensions is not None and dimensions < 1:
+            raise ValueError(f"dimensions must be positive, got {dimensions}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.model = model
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self._client = EmbeddingsClient(
+            embeddings_url(base_url),
+            read_api_key(api_key_env, "OpenAI-compatible"),
+            timeout=timeout,
+            retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base),
+            concurrency=concurrency,
+            dim=dimensions,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(url={self._client.url!r}, model={self.model!r})"
+
+    @property
+    def model_id(self) -> str:
+        # The endpoint is part of it: two servers may serve one model name at different
+        # quantisations, and their vectors must not share cache entries.
+        width = self.dimensions or "native"
+        return f"openai:{self.model}:dim={width}@{self._client.url}"
+
+    @property
+    def dim(self) -> int:
+        if self._client.dim is None:
+            self.embed(["dimension probe"])  # the width is only known once a server answers
+        assert self._client.dim is not None
+        return self._client.dim
+
+    def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
+        texts = check_texts(texts)
+        return self._client.embed(texts, self.batch_size, self._body)
+
+    def _body(self, batch: list[str]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        return body
+

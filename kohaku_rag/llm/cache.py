@@ -1,0 +1,115 @@
+"""A response cache around any ChatModel: same model and request, same reply, no call.
+
+Keyed by a content hash of everything that shapes a reply (model id, messages, sampling
+settings, seed, schema), never by time or path, so re-running a pipeline costs nothing
+and changing any input recomputes. One SQLite file (via apsw) in WAL mode; each reply is
+committed as it arrives, so an interrupted run keeps what it paid for and the next
+process picks it up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import apsw
+
+from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, canonical_json
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    model_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def request_key(model_id: str, req: ChatRequest) -> str:
+    """sha256 over the model and every request field that changes the reply."""
+    parts = [
+        model_id,
+        [[m.role, m.content] for m in req.messages],
+        req.temperature,
+        req.max_tokens,
+        req.seed,
+        req.json_schema,
+    ]
+    return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+
+
+class CachedChat:
+    """A ChatModel that answers from `cache_dir/llm.sqlite` when it can.
+
+    `hits`/`misses` count requests served from the cache / passed to the inner model.
+    Failures are never cached: the next run asks again.
+    """
+
+    def __init__(self, inner: ChatModel, cache_dir: Path) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.context_window = inner.context_window
+        self.path = Path(cache_dir) / "llm.sqlite"
+        self.hits = 0
+        self.misses = 0
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = apsw.Connection(str(self.path))
+        self._db.set_busy_timeout(30_000)  # another process may be writing
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"CachedChat({self.inner!r}, {str(self.path)!r})"
+
+    def close(self) -> None:
+        self._db.close()
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        (result,) = self.complete_many([req])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
+        keys = [request_key(self.model_id, r) for r in reqs]
+        results: list[ChatResult | Exception | None] = [self._get(k) for k in keys]
+        # Identical requests in one batch (same seed too) are asked once.
+        todo: dict[str, ChatRequest] = {}
+        for key, req, res in zip(keys, reqs, results):
+            if res is None:
+                todo.setdefault(key, req)
+        with self._lock:
+            self.hits += sum(r is not None for r in results)
+            self.misses += len(results) - sum(r is not None for r in results)
+        fresh: dict[str, ChatResult | Exception] = {}
+        if todo:
+            answers = self.inner.complete_many(list(todo.values()))
+            for key, answer in zip(todo, answers, strict=True):
+                if isinstance(answer, ChatResult):
+                    self._put(key, answer)
+                fresh[key] = answer
+        return [res if res is not None else fresh[key] for key, res in zip(keys, results)]
+
+    def _get(self, key: str) -> ChatResult | None:
+        row = self._db.execute(
+            "SELECT text, prompt_tokens, completion_tokens, seconds FROM responses WHERE key = ?", (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        text, prompt_tokens, completion_tokens, seconds = row
+        return ChatResult(text, prompt_tokens, completion_tokens, seconds, cached=True)
+
+    def _put(self, key: str, result: ChatResult) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, self.model_id, result.text, result.prompt_tokens, result.completion_tokens,
+             result.seconds, time.time()),
+        )

@@ -1,0 +1,223 @@
+"""An in-process chat model via llama-cpp-python, with grammar-constrained JSON output.
+
+Why requests are grouped by prompt: llama.cpp keeps the KV cache of the last evaluated
+tokens and `Llama.generate` reuses the longest matching prefix. Ensemble runs share one
+prompt and differ only by seed, so running them back to back evaluates the prompt once and
+repeats only the generation (the second run's prompt eval is a single token).
+
+Why the prompt is primed as "all but the last token, then the last token alone": logits
+depend (in the last bits) on how the tokens were split into batches, and at temperature > 0
+such a difference can flip a sampled token. Priming every prompt the same way, from an
+empty cache, makes a (prompt, seed) reply the same whether it runs alone, first or fifth in
+an ensemble, or after another prompt that shares a prefix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kohaku_rag.errors import BackendError
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message
+
+_INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
+
+
+@dataclass(frozen=True)
+class LlamaTimings:
+    """llama.cpp's own counters for one completion.
+
+    `prompt_tokens_evaluated` is what was actually run through the model for the prompt:
+    the whole prompt on a cold cache, about 1 token when the prompt was already cached.
+    """
+
+    prompt_tokens_evaluated: int
+    prompt_ms: float
+    generated_tokens: int
+    generation_ms: float
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class LlamaCppChat:
+    """`ChatModel` over a GGUF file, loaded lazily on first use.
+
+    Not thread-safe inside llama.cpp, so calls are serialised by a lock. `seed` is the
+    context's initial seed; each request's own `seed` drives its sampling.
+    """
+
+    def __init__(self, model_path: Path, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0) -> None:
+        self.model_path = Path(model_path)
+        if not self.model_path.is_file():
+            raise BackendError(f"{self.model_path}: GGUF model file not found")
+        if n_ctx < 64:
+            raise ValueError(f"n_ctx={n_ctx} is too small to hold a chat prompt")
+        self.model_id = f"llama.cpp:{self.model_path.stem}"
+        self.context_window = n_ctx
+        self.n_threads = n_threads or _cpu_count()
+        self.seed = seed
+        self._llm: Any = None
+        self._formatter: Any = None
+        self._grammars: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.last_timings: LlamaTimings | None = None
+        self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
+
+    def __repr__(self) -> str:
+        return f"LlamaCppChat({str(self.model_path)!r}, n_ctx={self.context_window})"
+
+    # ---- ChatModel ----------------------------------------------------------------------
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        with self._lock:
+            return self._complete(req)
+
+    def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
+        groups: dict[tuple[Message, ...], list[int]] = {}
+        for i, req in enumerate(reqs):
+            groups.setdefault(req.messages, []).append(i)
+        results: list[ChatResult | Exception | None] = [None] * len(reqs)
+        with self._lock:
+            for indices in groups.values():  # same prompt back to back: KV prefix reuse
+                for i in indices:
+                    try:
+                        results[i] = self._complete(reqs[i])
+                    except Exception as exc:  # noqa: BLE001 - reported in its own slot
+                        results[i] = exc
+        return [r for r in results if r is not None]
+
+    def prompt_tokens(self, messages: Sequence[Message]) -> int:
+        """How many tokens these messages take once the chat template is applied."""
+        with self._lock:
+            return len(self._tokens(tuple(messages)))
+
+    # ---- internals ----------------------------------------------------------------------
+
+    def _complete(self, req: ChatRequest) -> ChatResult:
+        llm = self._model()
+        tokens = self._tokens(req.messages)
+        if len(tokens) + req.max_tokens > self.context_window:
+            raise ContextOverflowError(
+                f"{self.model_id}: the prompt takes {len(tokens)} tokens and the reply may take "
+                f"{req.max_tokens}, more than n_ctx={self.context_window}; send less context",
+                prompt_tokens=len(tokens),
+                limit=self.context_window,
+            )
+        grammar = self._grammar(req.json_schema) if req.json_schema is not None else None
+        import llama_cpp
+
+        llama_cpp.llama_perf_context_reset(llm.ctx)
+        started = time.perf_counter()
+        try:
+            self._prime(llm, tokens)
+            out = llm.create_completion(
+                tokens,
+                max_tokens=req.max_tokens,
+                temperature=req.temperature,
+                seed=req.seed,
+                grammar=grammar,
+            )
+        except (RuntimeError, ValueError) as exc:
+            raise BackendError(f"{self.model_id}: generation failed: {exc}") from exc
+        seconds = time.perf_counter() - started
+        perf = llama_cpp.llama_perf_context(llm.ctx)
+        self.last_timings = LlamaTimings(perf.n_p_eval, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
+        self.prompt_tokens_evaluated += perf.n_p_eval
+        choice = out["choices"][0]
+        text = choice["text"]
+        if req.json_schema is not None:
+            if choice.get("finish_reason") == "length":
+                raise BackendError(
+                    f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
+                    "was complete; raise max_tokens"
+                )
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise BackendError(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
+            text = text.strip()
+        usage = out.get("usage") or {}
+        return ChatResult(
+            text=text,
+            prompt_tokens=len(tokens),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            seconds=seconds,
+            cached=False,
+        )
+
+    @staticmethod
+    def _prime(llm: Any, tokens: list[int]) -> None:
+        """Leave tokens[:-1] in the KV cache, computed from scratch unless already there.
+
+        `create_completion` then evaluates only the last prompt token itself (llama's
+        prefix match), both on a cold cache and on a reused one.
+        """
+        head = len(tokens) - 1
+        cached = llm._input_ids  # noqa: SLF001 - the tokens whose KV entries are live
+        if len(cached) >= head and np.array_equal(cached[:head], tokens[:head]):
+            return
+        llm.reset()
+        llm.eval(tokens[:head])
+
+    def _model(self) -> Any:
+        if self._llm is not None:
+            return self._llm
+        try:
+            from llama_cpp import Llama
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as exc:
+            raise BackendError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from None
+        try:
+            llm = Llama(
+                model_path=str(self.model_path),
+                n_ctx=self.context_window,
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                seed=self.seed,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError) as exc:
+            raise BackendError(f"{self.model_path}: llama.cpp could not load the model: {exc}") from exc
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise BackendError(f"{self.model_path}: the GGUF has no tokenizer.chat_template to format chats with")
+        vocab = llm._model  # noqa: SLF001 - token text lookups live on the wrapped model
+        eos, bos = llm.token_eos(), llm.token_bos()
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(eos) if eos != -1 else "",
+            bos_token=vocab.token_get_text(bos) if bos != -1 else "",
+        )
+        self._llm = llm
+        return llm
+
+    def _tokens(self, messages: tuple[Message, ...]) -> list[int]:
+        llm = self._model()
+        rendered = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
+        # The template writes any special tokens (BOS included) itself.
+        return llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
+
+    def _grammar(self, schema_json: str) -> Any:
+        grammar = self._grammars.get(schema_json)
+        if grammar is None:
+            from llama_cpp import LlamaGrammar
+
+            try:
+                grammar = LlamaGrammar.from_json_schema(schema_json, verbose=False)
+            except (ValueError, RuntimeError, KeyError, TypeError) as exc:
+                raise BackendError(f"{self.model_id}: cannot turn the JSON schema into a grammar: {exc}") from exc
+            self._grammars[schema_json] = grammar
+        return grammar

@@ -1,0 +1,305 @@
+"""An OpenAI-compatible chat client (OpenAI, vLLM, llama.cpp server, Ollama, ...) over httpx.
+
+Async inside so a batch runs `max_concurrent` requests at once; a sync facade outside so
+callers (Dagster assets, scripts) need no event loop. Transient failures (429, 5xx,
+timeouts, dropped connections, unparseable JSON when a schema was asked for) are retried
+with exponential back-off and full jitter, honouring Retry-After. A batch never loses a
+request: each slot holds its reply or the exception that ended it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import math
+import os
+import random
+import re
+import time
+from collections.abc import Awaitable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timezone
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from kohaku_rag.errors import BackendError
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, extract_json
+
+log = logging.getLogger(__name__)
+
+Structured = Literal["json_schema", "json_object", "none"]
+# Strongest first; a server that rejects one is asked with the next.
+_MODES: tuple[Structured, ...] = ("json_schema", "json_object", "none")
+_RETRY_STATUSES = frozenset({408, 409, 425, 429})
+_OVERFLOW = re.compile(
+    r"context[ _-]?length|context window|context size|maximum context|too many tokens"
+    r"|prompt is too long|input is too long|exceeds? the (?:available )?context",
+    re.IGNORECASE,
+)
+_SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+T = TypeVar("T")
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class _FormatUnsupported(Exception):
+    """The server refused the response_format we sent."""
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def normalise_base_url(base_url: str) -> str:
+    """`http://host:8000`, `.../v1` and `.../v1/` all mean the same API root."""
+    url = base_url.strip().rstrip("/")
+    if not re.match(r"^https?://", url):
+        raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
+    return url if url.endswith("/v1") else f"{url}/v1"
+
+
+def run_sync(coro: Awaitable[T]) -> T:
+    """Run a coroutine to completion from sync code, even inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(max_workers=1) as pool:  # a loop is running here (notebook)
+        return pool.submit(asyncio.run, coro).result()  # type: ignore[arg-type]
+
+
+class OpenAIChat:
+    """`ChatModel` over an OpenAI-compatible `/v1/chat/completions` endpoint.
+
+    The API key is read once from the environment variable `api_key_env` (None: the
+    server needs no key) and is never logged nor put in an exception message.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = "OPENAI_API_KEY",
+        max_concurrent: int = 4,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        context_window: int = 32768,
+        structured: Structured = "json_schema",
+        *,
+        backoff_base: float = 1.0,
+        backoff_max: float = 60.0,
+        max_wait: float = 300.0,
+    ) -> None:
+        if structured not in _MODES:
+            raise ValueError(f"structured={structured!r} is not one of {', '.join(_MODES)}")
+        if max_concurrent < 1 or max_retries < 0 or timeout <= 0:
+            raise ValueError("max_concurrent must be >= 1, max_retries >= 0 and timeout > 0")
+        self.model = model
+        self.model_id = f"openai:{model}"
+        self.context_window = context_window
+        self.max_concurrent = max_concurrent
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_wait = max_wait
+        self.base_url = normalise_base_url(base_url)
+        self._url = f"{self.base_url}/chat/completions"
+        # Learned per client: once a server rejects a response_format, stop sending it.
+        self._mode: Structured = structured
+        self._api_key = self._read_key(api_key_env)
+
+    def __repr__(self) -> str:
+        return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def structured(self) -> Structured:
+        """The structured-output mode in use now (it falls back when the server refuses)."""
+        return self._mode
+
+    # ---- public sync facade -------------------------------------------------------------
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        (result,) = self.complete_many([req])
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
+        reqs = list(reqs)
+        for r in reqs:
+            if not isinstance(r, ChatRequest):
+                raise TypeError(f"complete_many takes ChatRequest records, got {type(r).__name__}")
+        if not reqs:
+            return []
+        return run_sync(self.acomplete_many(reqs))
+
+    # ---- async core ---------------------------------------------------------------------
+
+    async def acomplete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        limits = httpx.Limits(max_connections=self.max_concurrent, max_keepalive_connections=self.max_concurrent)
+        sem = asyncio.Semaphore(self.max_concurrent)
+        async with httpx.AsyncClient(headers=headers, timeout=self.timeout, limits=limits) as client:
+            outcomes = await asyncio.gather(
+                *(self._complete_one(client, sem, r) for r in reqs), return_exceptions=True
+            )
+        return [o if isinstance(o, (ChatResult, Exception)) else BackendError(repr(o)) for o in outcomes]
+
+    async def _complete_one(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: ChatRequest) -> ChatResult:
+        failures = 0
+        while True:
+            mode = self._mode
+            try:
+                async with sem:  # the slot is held for the HTTP call only, not the back-off
+                    return await self._attempt(client, req, mode)
+            except _FormatUnsupported:
+                self._fall_back_from(mode)  # not a failure: the next mode is a different ask
+                continue
+            except _Retryable as exc:
+                failures += 1
+                if failures > self.max_retries:
+                    raise BackendError(
+                        f"{self._where}: gave up after {failures} attempts; last error: {exc.reason}"
+                    ) from None
+                delay = exc.retry_after if exc.retry_after is not None else self._backoff(failures)
+                delay = min(delay, self.max_wait)
+                log.warning("%s: attempt %d failed (%s); retrying in %.2fs", self._where, failures, exc.reason, delay)
+                await asyncio.sleep(delay)
+
+    async def _attempt(self, client: httpx.AsyncClient, req: ChatRequest, mode: Structured) -> ChatResult:
+        started = time.perf_counter()
+        try:
+            resp = await client.post(self._url, json=self._payload(req, mode))
+        except httpx.TimeoutException:
+            raise _Retryable(f"no reply within {self.timeout:g}s") from None
+        except httpx.TransportError as exc:
+            raise _Retryable(f"connection failed: {type(exc).__name__}: {self._redact(str(exc))}") from None
+        seconds = time.perf_counter() - started
+        if resp.status_code == 200:
+            return self._parse_reply(resp, req, seconds)
+        body = self._redact(resp.text[:1000])
+        status = resp.status_code
+        if status in _RETRY_STATUSES or status >= 500:
+            raise _Retryable(f"HTTP {status}: {body[:300]}", parse_retry_after(resp.headers.get("retry-after")))
+        if 400 <= status < 500 and _OVERFLOW.search(body):
+            raise ContextOverflowError(f"{self._where}: prompt does not fit the context window: HTTP {status}: {body}")
+        if status == 400 and mode != "none" and "response_format" in body.lower():
+            raise _FormatUnsupported()
+        raise BackendError(f"{self._where}: HTTP {status}: {body}")
+
+    def _parse_reply(self, resp: httpx.Response, req: ChatRequest, seconds: float) -> ChatResult:
+        try:
+            data = resp.json()
+            choice = data["choices"][0]
+            text = choice["message"]["content"] or ""
+        except (ValueError, KeyError, IndexError, TypeError):
+            # A proxy's HTML error page or a half-written body: worth another try.
+            raise _Retryable(f"reply is not a chat completion: {self._redact(resp.text[:200])!r}") from None
+        if req.json_schema is not None:
+            found = extract_json(text)
+            if found is None:
+                if choice.get("finish_reason") == "length":
+                    raise BackendError(
+                        f"{self._where}: the reply reached max_tokens={req.max_tokens} before its JSON "
+                        "was complete; raise max_tokens"
+                    )
+                raise _Retryable(f"reply is not valid JSON: {text[:200]!r}")
+            text = found
+        usage = data.get("usage") or {}
+        return ChatResult(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            seconds=seconds,
+            cached=False,
+        )
+
+    # ---- helpers ------------------------------------------------------------------------
+
+    def _payload(self, req: ChatRequest, mode: Structured) -> dict[str, Any]:
+        messages = [{"role": m.role, "content": m.content} for m in req.messages]
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": req.temperature,
+            "max_tokens": req.max_tokens,
+            "seed": req.seed,
+        }
+        schema = req.schema
+        if schema is None:
+            return payload
+        if mode == "json_schema":
+            name = _SCHEMA_NAME.sub("_", str(schema.get("title") or "reply"))[:64] or "reply"
+            payload["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+            return payload
+        # Without server-side schemas the model must be told the shape in the prompt.
+        payload["messages"] = _with_schema_instruction(messages, req.json_schema or "")
+        if mode == "json_object":
+            payload["response_format"] = {"type": "json_object"}
+        return payload
+
+    def _fall_back_from(self, mode: Structured) -> None:
+        weaker = _MODES[_MODES.index(mode) + 1]
+        if _MODES.index(weaker) > _MODES.index(self._mode):
+            log.warning("%s: server refused response_format %s; using %s", self._where, mode, weaker)
+            self._mode = weaker
+
+    def _backoff(self, failures: int) -> float:
+        # Full jitter (AWS architecture blog): spreads a burst of 429s over the window.
+        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * 2 ** (failures - 1)))
+
+    @property
+    def _where(self) -> str:
+        return f"{self.model} at {self.base_url}"
+
+    def _redact(self, text: str) -> str:
+        key = self._api_key
+        return text.replace(key, "[redacted]") if key else text
+
+    @staticmethod
+    def _read_key(env: str | None) -> str | None:
+        if env is None:
+            return None
+        key = os.environ.get(env)
+        if not key:
+            raise BackendError(
+                f"environment variable {env} is not set: export the API key there, "
+                "or use api_key_env=None for a server that needs no key"
+            )
+        return key
+
+
+def _with_schema_instruction(messages: list[dict[str, str]], schema_json: str) -> list[dict[str, str]]:
+    instruction = (
+        "Reply with one JSON object and nothing else (no code fences, no prose). "
+        f"It must follow this JSON Schema:\n{schema_json}"
+    )
+    out = [dict(m) for m in messages]
+    if out and out[0]["role"] == "system":
+        out[0]["content"] = f"{out[0]['content']}\n\n{instruction}"
+    else:
+        out.insert(0, {"role": "system", "content": instruction})
+    return out

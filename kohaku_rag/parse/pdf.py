@@ -1,0 +1,556 @@
+"""PDF → ParsedDocument with PyMuPDF.
+
+Sections come from the page layout, not from the PDF outline (most PDFs have none): a
+heading is a short standalone line that is bold or clearly larger than body text and is
+numbered ("3", "3.2", "A.1") or large and bold, or a known name ("References"). Text
+before the first heading (title, authors, abstract) forms the first section.
+
+Per page, running headers/footers and page numbers are removed, tables
+(`find_tables`) and figures (`kohaku_rag.figures.find_figures`) become their own
+paragraphs with their captions, and the remaining lines are read column by column.
+Paragraphs break at a vertical gap larger than the line pitch, at a first-line indent
+and at a change of font size. Slide decks get one section per slide instead.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pymupdf
+
+from kohaku_rag.errors import DocumentError
+from kohaku_rag.parse.pdf_layout import (
+    Line,
+    Placed,
+    body_size,
+    find_gutter,
+    margin_lines,
+    merge_lines_text,
+    page_lines,
+    reading_order,
+    segment_lefts,
+)
+from kohaku_rag.parse.pdf_tables import find_page_tables, page_words
+from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, ParsedSection
+
+MIN_TEXT_CHARS = 20  # below this a PDF has no usable text layer
+SLIDE_ASPECTS = (4 / 3, 16 / 9, 16 / 10)
+SLIDE_MAX_CHARS = 1200  # median characters per page; papers have 3,000+
+
+_NUMBERED = re.compile(r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[A-Z]\.(?:\d{1,2}\.?){0,3}|[A-Z](?:\.\d{1,2}){1,3}\.?)\s+(?=[A-Z])")
+_KNOWN_HEADINGS = frozenset(
+    {
+        "abstract", "introduction", "references", "bibliography", "acknowledgements", "acknowledgments",
+        "acknowledgement", "acknowledgment", "appendix", "appendices", "conclusion", "conclusions",
+        "related work", "discussion", "summary", "supplementary material", "contents",
+    }
+)
+_CAPTION = re.compile(r"^(table|tab\.|figure|fig\.)\s*(\d+|[A-Z]\.?\d*)\s*[.:|]?", re.IGNORECASE)
+_FOOTNOTE = re.compile(r"^(?:\d{1,2}|[∗*†‡§¶])\s*\S")
+_ITEM_START = re.compile(r"^(?:\[\d{1,3}\]|[•●▪■◦‣∙–-]|\d{1,2}[.)])\s")
+_SENTENCE_END = re.compile(r"[.!?:]['\")\]]*$")
+_BAD_META_TITLE = re.compile(r"\.(pdf|docx?|tex|dvi|pptx?|indd|rtf)$|^untitled|^microsoft (word|powerpoint)|[\\/]", re.I)
+_NORM = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class PdfFloat:
+    """A table or figure paragraph anchored at its place on the page."""
+
+    bbox: BBox
+    paragraph: ParsedParagraph
+
+
+@dataclass
+class _Page:
+    number: int  # 1-based
+    width: float
+    height: float
+    lines: list[Line]
+    floats: list[PdfFloat] = field(default_factory=list)
+
+
+def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline: bool = False) -> ParsedDocument:
+    """Parse one PDF into sections and paragraphs (sentences are split later by
+    `build_tree`). Unreadable, encrypted, empty and image-only PDFs raise DocumentError."""
+    path = Path(path)
+    doc = _open(path)
+    try:
+        pages = [_Page(p.number + 1, p.rect.width, p.rect.height, page_lines(p, p.number + 1)) for p in _pages(doc, path)]
+        _check_text(doc, pages, path)
+        slides = _is_slide_deck(pages)
+        body = body_size(ln for pg in pages for ln in pg.lines)
+        drop = margin_lines([pg.lines for pg in pages], [pg.height for pg in pages], body, slides=slides)
+        for pg in pages:
+            pg.lines = [ln for ln in pg.lines if ln not in drop]
+            _attach_floats(doc[pg.number - 1], pg, path)
+            if not slides:
+                pg.lines = [ln for ln in pg.lines if not _is_label(ln, body)]
+        doc_title, title_source = _document_title(title, doc.metadata or {}, pages)
+        placed = [_placed(pg) for pg in pages]
+        if slides:
+            sections = _slide_sections(pages, placed, body)
+        else:
+            hints = _outline_hints(doc) if use_outline else frozenset()
+            sections = _paper_sections([p for pp in placed for p in pp], pages, body, doc_title, hints)
+        metadata = {
+            "pages": str(len(pages)),
+            "layout": "slides" if slides else "document",
+            "title_source": title_source,
+        }
+        return ParsedDocument(doc_id=doc_id, title=doc_title, sections=sections, metadata=metadata)
+    finally:
+        doc.close()
+
+
+# ---------------------------------------------------------------- opening and checks
+
+
+def _open(path: Path) -> pymupdf.Document:
+    if not path.is_file():
+        raise DocumentError(path, "file not found")
+    if path.stat().st_size == 0:
+        raise DocumentError(path, "empty file (0 bytes)")
+    try:
+        doc = pymupdf.open(path, filetype="pdf")
+    except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
+        raise DocumentError(path, f"corrupt or not a PDF, cannot be opened ({exc})") from exc
+    if doc.needs_pass:
+        doc.close()
+        raise DocumentError(path, "encrypted: the PDF needs a password; decrypt it (e.g. `qpdf --decrypt`) and add it again")
+    if doc.page_count == 0:
+        doc.close()
+        reason = "corrupt: no readable pages (damaged or truncated file)" if doc.is_repaired else "empty: the PDF has no pages"
+        raise DocumentError(path, reason)
+    return doc
+
+
+def _pages(doc: pymupdf.Document, path: Path) -> list[pymupdf.Page]:
+    pages = []
+    for i in range(doc.page_count):
+        try:
+            pages.append(doc.load_page(i))
+        except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
+            raise DocumentError(path, f"corrupt: page {i + 1} cannot be read ({exc})") from exc
+    return pages
+
+
+def _check_text(doc: pymupdf.Document, pages: Sequence[_Page], path: Path) -> None:
+    chars = sum(len(ln.text.replace(" ", "")) for pg in pages for ln in pg.lines)
+    if chars >= MIN_TEXT_CHARS:
+        return
+    has_images = any(doc[pg.number - 1].get_images() for pg in pages)
+    if has_images:
+        raise DocumentError(path, f"image-only (scanned) PDF: {len(pages)} page(s) without a text layer; run OCR first")
+    raise DocumentError(path, f"empty: no text on any of its {len(pages)} page(s)")
+
+
+def _is_slide_deck(pages: Sequence[_Page]) -> bool:
+    """Landscape 4:3 / 16:9 / 16:10 pages with little text each."""
+    landscape = [pg for pg in pages if any(abs(pg.width / pg.height - a) < 0.06 for a in SLIDE_ASPECTS)]
+    if len(landscape) < 0.8 * len(pages):
+        return False
+    per_page = [sum(len(ln.text) for ln in pg.lines) for pg in pages]
+    return statistics.median(per_page) <= SLIDE_MAX_CHARS
+
+
+# ---------------------------------------------------------------- floats: tables and figures
+
+
+def _find_figures(page: pymupdf.Page) -> list:
+    """Figures from `kohaku_rag.figures` (written separately); no module, no figures."""
+    try:
+        from kohaku_rag.figures import find_figures
+    except ModuleNotFoundError as exc:
+        if exc.name != "kohaku_rag.figures":
+            raise
+        return []
+    return list(find_figures(page))
+
+
+def _attach_floats(page: pymupdf.Page, pg: _Page, path: Path) -> None:
+    """Turn tables and figures into float paragraphs and drop their text (cells, axis
+    labels, captions) from the running lines."""
+    try:
+        words = page_words(page)
+        tables = find_page_tables(page, pg.lines, words)
+        figures = _find_figures(page)
+    except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
+        raise DocumentError(path, f"corrupt: page {pg.number} cannot be analysed ({exc})") from exc
+
+    blocks = _caption_blocks(pg.lines)
+    used: set[int] = set()
+    consumed: set[Line] = set()
+    for tab in tables:
+        caption_block = _nearest_caption(blocks, tab.bbox, "tab", used)
+        caption = ""
+        bbox = tab.bbox
+        if caption_block is not None:
+            used.add(caption_block)
+            cap_lines = blocks[caption_block]
+            consumed.update(cap_lines)
+            caption = merge_lines_text([ln.text for ln in cap_lines])
+            bbox = _union([bbox, *(ln.bbox for ln in cap_lines)])
+        text = f"{caption}\n{tab.text()}" if caption else tab.text()
+        pg.floats.append(PdfFloat(bbox, ParsedParagraph(text, pg.number, tab.bbox, Attachment.TABLE)))
+        consumed.update(ln for ln in pg.lines if _inside(ln.bbox, tab.bbox))
+    for fig in figures:
+        fig_bbox = tuple(float(v) for v in fig.bbox)
+        bbox = fig_bbox
+        caption = (fig.caption or "").strip()
+        key = _NORM.sub("", caption.lower())[:40]
+        for bno, cap_lines in blocks.items():
+            text = _NORM.sub("", merge_lines_text([ln.text for ln in cap_lines]).lower())
+            if bno not in used and key and text.startswith(key):
+                used.add(bno)
+                consumed.update(cap_lines)
+                bbox = _union([bbox, *(ln.bbox for ln in cap_lines)])
+                break
+        para = ParsedParagraph(caption, pg.number, fig_bbox, Attachment.IMAGE, fig.image)  # type: ignore[arg-type]
+        pg.floats.append(PdfFloat(bbox, para))  # type: ignore[arg-type]
+        consumed.update(ln for ln in pg.lines if _inside(ln.bbox, fig_bbox))  # type: ignore[arg-type]
+    pg.lines = [ln for ln in pg.lines if ln not in consumed]
+
+
+def _caption_blocks(lines: Sequence[Line]) -> dict[int, list[Line]]:
+    """PyMuPDF blocks whose first line starts like a caption ("Table 3:", "Fig. 2.")."""
+    by_block: dict[int, list[Line]] = defaultdict(list)
+    for ln in lines:
+        by_block[ln.block].append(ln)
+    return {b: ls for b, ls in by_block.items() if _CAPTION.match(min(ls, key=lambda ln: (ln.y0, ln.x0)).text)}
+
+
+def _nearest_caption(blocks: dict[int, list[Line]], bbox: BBox, kind: str, used: set[int]) -> int | None:
+    best: tuple[float, int] | None = None
+    for bno, lines in blocks.items():
+        first = min(lines, key=lambda ln: (ln.y0, ln.x0)).text.lower()
+        if bno in used or not first.startswith(kind):
+            continue
+        cb = _union([ln.bbox for ln in lines])
+        overlap = min(cb[2], bbox[2]) - max(cb[0], bbox[0])
+        if overlap < 0.3 * min(cb[2] - cb[0], bbox[2] - bbox[0]):
+            continue
+        gap = max(bbox[1] - cb[3], cb[1] - bbox[3])
+        if -5 <= gap <= 40 and (best is None or gap < best[0]):
+            best = (gap, bno)
+    return best[1] if best else None
+
+
+def _is_label(ln: Line, body: float) -> bool:
+    """Tiny short text (plot ticks, legend entries) that figure detection left behind."""
+    return ln.size < 0.7 * body and len(ln.text.split()) <= 3
+
+
+def _inside(inner: BBox, outer: BBox, pad: float = 1.5) -> bool:
+    cx, cy = (inner[0] + inner[2]) / 2, (inner[1] + inner[3]) / 2
+    return outer[0] - pad <= cx <= outer[2] + pad and outer[1] - pad <= cy <= outer[3] + pad
+
+
+def _union(boxes: Sequence[BBox]) -> BBox:
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
+
+
+def _placed(pg: _Page) -> list[Placed]:
+    gutter = find_gutter(pg.lines, pg.width)
+    return reading_order(pg.number, pg.lines, [(f.bbox, f) for f in pg.floats], gutter)
+
+
+# ---------------------------------------------------------------- titles
+
+
+def _document_title(given: str | None, meta: dict[str, str], pages: Sequence[_Page]) -> tuple[str, str]:
+    if given and given.strip():
+        return given.strip(), "argument"
+    meta_title = (meta.get("title") or "").strip()
+    if len(meta_title) >= 4 and any(c.isalpha() for c in meta_title) and not _BAD_META_TITLE.search(meta_title):
+        return meta_title, "metadata"
+    lines = _title_lines(pages)
+    if lines:
+        return merge_lines_text([ln.text for ln in lines]), "page1"
+    return "", "none"
+
+
+def _title_lines(pages: Sequence[_Page]) -> list[Line]:
+    """The largest text on page 1 (consecutive lines of that size)."""
+    if not pages or not pages[0].lines:
+        return []
+    first = sorted(pages[0].lines, key=lambda ln: (ln.y0, ln.x0))
+    top = max(ln.size for ln in first)
+    big = [ln for ln in first if ln.size >= top - 0.3 and not _NUMBERED.match(ln.text)]
+    if not big:
+        return []
+    out = [big[0]]
+    for ln in big[1:]:
+        if ln.y0 - out[-1].y1 > 1.2 * ln.size:
+            break
+        out.append(ln)
+    return out
+
+
+# ---------------------------------------------------------------- paragraphs
+
+
+class _Assembler:
+    """Collects lines into paragraphs and paragraphs into sections, in reading order."""
+
+    def __init__(self, body: float, lefts: dict[tuple[int, str], float], pitch: float) -> None:
+        self.body = body
+        self.lefts = lefts
+        self.pitch = pitch
+        self.sections: list[tuple[str, int | None, list[ParsedParagraph]]] = []
+        self.lines: list[Placed] = []
+        self.deferred: list[PdfFloat] = []
+
+    def start_section(self, title: str, page: int | None) -> None:
+        self.flush()
+        self.sections.append((title, page, []))
+
+    def add_line(self, p: Placed, nxt: Line | None) -> None:
+        """`nxt` is the following line of the same column segment, if any: indents are
+        judged against the lines around, not against a page-wide margin."""
+        if self.lines and self._breaks(p, nxt):
+            self.flush()
+        self.lines.append(p)
+
+    def add_float(self, f: PdfFloat) -> None:
+        # a float between two halves of a sentence waits until the paragraph ends
+        if self.lines and not _SENTENCE_END.search(self.lines[-1].item.text):  # type: ignore[attr-defined]
+            self.deferred.append(f)
+        else:
+            self.flush()
+            self._emit(f.paragraph)
+
+    def flush(self) -> None:
+        if self.lines:
+            lines: list[Line] = [p.item for p in self.lines]  # type: ignore[misc]
+            first_page = [ln for ln in lines if ln.page == lines[0].page]
+            text = merge_lines_text([ln.text for ln in lines])
+            self._emit(ParsedParagraph(text, lines[0].page, _union([ln.bbox for ln in first_page])))
+            self.lines = []
+        for f in self.deferred:
+            self._emit(f.paragraph)
+        self.deferred = []
+
+    def _emit(self, para: ParsedParagraph) -> None:
+        if not self.sections:
+            self.sections.append(("", para.page, []))
+        self.sections[-1][2].append(para)
+
+    def _breaks(self, b: Placed, c: Line | None) -> bool:
+        a = self.lines[-1]
+        la: Line = a.item  # type: ignore[assignment]
+        lb: Line = b.item  # type: ignore[assignment]
+        if abs(la.size - lb.size) > 0.8:
+            return True
+        tol = 0.6 * lb.size
+        ends = bool(_SENTENCE_END.search(la.text))
+        if ends and _ITEM_START.match(lb.text):
+            return True  # next list item or reference
+        if la.bold != lb.bold and ((la.bold and len(la.text) <= 80) or (lb.bold and len(lb.text) <= 80 and ends)):
+            return True  # a bold label line ("MS COCO", a slide's block title) stands alone
+        if c is None:
+            ref = self.lefts.get((b.page, b.column), lb.x0)
+        else:
+            ref = c.x0
+        hanging = c is not None and c.x0 - lb.x0 >= tol  # reference lists: first line out
+        if _segment(a) != _segment(b):
+            # column or page break: the paragraph goes on unless the new column starts
+            # with an indent or a hanging line, or the last one ended a sentence
+            return lb.x0 - ref >= tol or hanging or ends
+        step = lb.baseline - la.baseline
+        if step <= 0 or step > self.pitch * la.size / self.body + 0.35 * la.size:
+            return True
+        first_indent = lb.x0 - la.x0 >= tol and lb.x0 - ref >= tol and ends
+        before = self.lines[-2].item if len(self.lines) > 1 and _segment(self.lines[-2]) == _segment(a) else None
+        a_was_indented = isinstance(before, Line) and la.x0 - before.x0 >= tol
+        outdent = la.x0 - lb.x0 >= tol and (hanging or (ends and not a_was_indented))
+        return first_indent or outdent
+
+
+def _next_in_segment(placed: Sequence[Placed], i: int) -> Line | None:
+    for q in placed[i + 1 :]:
+        if _segment(q) != _segment(placed[i]):
+            return None
+        if isinstance(q.item, Line):
+            return q.item
+    return None
+
+
+def _line_pitch(placed: Sequence[Placed], body: float) -> float:
+    """Most common baseline distance between consecutive body lines of one column."""
+    steps: Counter[float] = Counter()
+    for a, b in zip(placed, placed[1:]):
+        if not (isinstance(a.item, Line) and isinstance(b.item, Line)):
+            continue
+        if (a.page, a.column, a.band) != (b.page, b.column, b.band):
+            continue
+        if abs(a.item.size - body) > 0.6 or abs(b.item.size - body) > 0.6:
+            continue
+        step = b.item.baseline - a.item.baseline
+        if 0.9 * body <= step <= 1.8 * body:
+            steps[round(step * 2) / 2] += 1
+    return steps.most_common(1)[0][0] if steps else 1.2 * body
+
+
+# ---------------------------------------------------------------- sections
+
+
+def _norm(text: str) -> str:
+    return _NORM.sub(" ", text.lower()).strip()
+
+
+def _outline_hints(doc: pymupdf.Document) -> frozenset[tuple[int, str]]:
+    return frozenset((page, _norm(_NUMBERED.sub("", title))) for _, title, page, *_ in doc.get_toc(simple=True))
+
+
+def _is_heading(ln: Line, body: float, hints: frozenset[tuple[int, str]]) -> bool:
+    text = ln.text.strip()
+    if hints and (ln.page, _norm(_NUMBERED.sub("", text))) in hints:
+        return True
+    words = text.split()
+    if not 2 <= len(text) <= 120 or len(words) > 16 or not any(c.isalpha() for c in text) or text[-1] in ",;":
+        return False
+    strong = ln.size >= 1.2 * body - 0.05
+    if not (ln.bold or strong):
+        return False
+    if _NUMBERED.match(text) or text.rstrip(".:").lower() in _KNOWN_HEADINGS:
+        return True
+    return strong and ln.bold and not (text.endswith(".") and len(words) > 6)
+
+
+def _paper_sections(
+    placed: Sequence[Placed], pages: Sequence[_Page], body: float, doc_title: str, hints: frozenset[tuple[int, str]]
+) -> list[ParsedSection]:
+    placed = _footnotes_as_floats(placed, body, [pg.height for pg in pages])
+    title_lines = {(ln.page, round(ln.baseline)) for ln in _title_lines(pages)}
+    asm = _Assembler(body, segment_lefts(placed), _line_pitch(placed, body))
+    front = True  # still before the first real heading
+    front_title = ""
+    i = 0
+    while i < len(placed):
+        p = placed[i]
+        if isinstance(p.item, PdfFloat):
+            asm.add_float(p.item)
+            i += 1
+            continue
+        ln: Line = p.item  # type: ignore[assignment]
+        if (ln.page, round(ln.baseline)) in title_lines or not _is_heading(ln, body, hints):
+            asm.add_line(p, _next_in_segment(placed, i))
+            i += 1
+            continue
+        heading, i = _heading_text(placed, i)
+        if front and heading.rstrip(".:").lower() == "abstract":
+            front_title = "Abstract"
+            asm.flush()
+            continue
+        if front:
+            asm.flush()
+            front = False
+        asm.start_section(heading, ln.page)
+    asm.flush()
+    sections = []
+    for k, (title, page, paras) in enumerate(asm.sections):
+        if k == 0 and not title:
+            title = front_title or doc_title or "Front matter"
+        sections.append(ParsedSection(title, tuple(paras), page))
+    return sections
+
+
+def _segment(p: Placed) -> tuple[int, str, int]:
+    return (p.page, p.column, p.band)
+
+
+def _footnotes_as_floats(placed: Sequence[Placed], body: float, heights: Sequence[float]) -> list[Placed]:
+    """Footnotes at the foot of a column become floats, so the paragraph they interrupt
+    continues in the next column and the footnote follows it."""
+    out: list[Placed] = []
+    i = 0
+    while i < len(placed):
+        p = placed[i]
+        prev = placed[i - 1] if i else None
+        if (
+            isinstance(p.item, Line)
+            and p.item.size <= 0.9 * body
+            and _FOOTNOTE.match(p.item.text)
+            and p.item.y0 > 0.5 * heights[p.page - 1]
+            # footnotes follow body text
+            and prev is not None
+            and isinstance(prev.item, Line)
+            and _segment(prev) == _segment(p)
+            and prev.item.size > 0.9 * body
+        ):
+            j = i + 1
+            while (
+                j < len(placed)
+                and isinstance(placed[j].item, Line)
+                and _segment(placed[j]) == _segment(p)
+                and placed[j].item.size <= 0.9 * body  # type: ignore[attr-defined]
+            ):
+                j += 1
+            if j == len(placed) or _segment(placed[j]) != _segment(p):
+                lines: list[Line] = [q.item for q in placed[i:j]]  # type: ignore[misc]
+                bbox = _union([ln.bbox for ln in lines])
+                para = ParsedParagraph(merge_lines_text([ln.text for ln in lines]), p.page, bbox)
+                out.append(Placed(PdfFloat(bbox, para), p.page, p.column, p.band))
+                i = j
+                continue
+        out.append(p)
+        i += 1
+    return out
+
+
+def _heading_text(placed: Sequence[Placed], i: int) -> tuple[str, int]:
+    """The heading at `i` plus up to two wrapped continuation lines in the same style."""
+    first: Line = placed[i].item  # type: ignore[assignment]
+    parts = [first.text]
+    j = i + 1
+    while j < len(placed) and len(parts) < 3:
+        nxt = placed[j]
+        if not isinstance(nxt.item, Line) or (nxt.page, nxt.column, nxt.band) != (placed[i].page, placed[i].column, placed[i].band):
+            break
+        ln = nxt.item
+        if abs(ln.size - first.size) > 0.3 or ln.bold != first.bold or _NUMBERED.match(ln.text):
+            break
+        if not 0 < ln.baseline - first.baseline <= 1.5 * first.size * len(parts) or parts[-1].endswith("."):
+            break
+        parts.append(ln.text)
+        j += 1
+    return merge_lines_text(parts), j
+
+
+def _slide_sections(pages: Sequence[_Page], placed: Sequence[Sequence[Placed]], body: float) -> list[ParsedSection]:
+    """One section per slide, titled by the largest text in the top part of the slide."""
+    flat = [p for pp in placed for p in pp]
+    lefts = segment_lefts(flat)
+    pitch = _line_pitch(flat, body)
+    sections: list[ParsedSection] = []
+    for pg, items in zip(pages, placed):
+        lines = [p.item for p in items if isinstance(p.item, Line)]
+        top = [ln for ln in lines if ln.y0 < 0.3 * pg.height]
+        title_lines: list[Line] = []
+        if top:
+            biggest = max(ln.size for ln in top)
+            cands = sorted((ln for ln in top if ln.size >= biggest - 0.3), key=lambda ln: ln.y0)
+            title_lines = [cands[0]]
+            for ln in cands[1:]:
+                if ln.y0 - title_lines[-1].y1 > 1.2 * ln.size:
+                    break
+                title_lines.append(ln)
+        title = merge_lines_text([ln.text for ln in title_lines]) or f"Slide {pg.number}"
+        asm = _Assembler(body, lefts, pitch)
+        asm.start_section(title, pg.number)
+        skip = set(title_lines)
+        body_items = [p for p in items if p.item not in skip]
+        for k, p in enumerate(body_items):
+            if isinstance(p.item, PdfFloat):
+                asm.add_float(p.item)
+            else:
+                asm.add_line(p, _next_in_segment(body_items, k))
+        asm.flush()
+        sections.append(ParsedSection(title, tuple(asm.sections[0][2]), pg.number))
+    return sections

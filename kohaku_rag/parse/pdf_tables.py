@@ -1,0 +1,182 @@
+"""Tables on a PDF page: PyMuPDF's `find_tables` finds the grid, the cell text is read
+from the page's words.
+
+PyMuPDF's own cell text drops decimal points into a separate line for some TeX fonts
+("27.94" -> "2794\\n."), so cells are filled from `get_text("words")`, which keeps
+numbers intact. A grid row that holds several text rows (tables ruled only above and
+below a block of rows) is split at its baselines so each printed row stays one line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pymupdf
+
+from kohaku_rag.parse.pdf_layout import TEXT_FLAGS, Line
+from kohaku_rag.tree import BBox
+
+Word = tuple[float, float, float, float, str]
+
+MIN_RULES = 2  # booktabs tables have at least a top and a bottom rule
+RULE_MIN_WIDTH = 30.0
+MAX_BAND_HEIGHT = 40.0  # taller filled rectangles are panels, not shaded table rows
+
+
+@dataclass(frozen=True)
+class FoundTable:
+    bbox: BBox
+    rows: tuple[tuple[str, ...], ...]
+
+    def text(self) -> str:
+        return "\n".join(" | ".join(row) for row in self.rows)
+
+
+def page_words(page: pymupdf.Page) -> list[Word]:
+    """Words with their boxes, built from characters so that an exponent keeps its
+    meaning: "10" followed by a raised "20" reads "10^20", not "1020"."""
+    words: list[Word] = []
+    data = page.get_text("rawdict", flags=TEXT_FLAGS)
+    for block in data["blocks"]:
+        for line in block.get("lines", []):
+            if abs(line["dir"][1]) > 0.05:
+                continue
+            chars: list[tuple[float, float, float, float]] = []
+            text = ""
+            prev_sup = False
+
+            def close() -> None:
+                nonlocal chars, text
+                if text:
+                    box = (min(c[0] for c in chars), min(c[1] for c in chars), max(c[2] for c in chars), max(c[3] for c in chars))
+                    words.append((*box, text))
+                chars, text = [], ""
+
+            for span in line["spans"]:
+                sup = bool(span["flags"] & pymupdf.TEXT_FONT_SUPERSCRIPT)
+                for ch in span["chars"]:
+                    c, box = ch["c"], ch["bbox"]
+                    if c.isspace():
+                        close()
+                        continue
+                    if chars and box[0] - chars[-1][2] > 0.25 * span["size"]:
+                        close()
+                    if sup and not prev_sup and text[-1:].isdigit():
+                        text += "^"
+                    text += c
+                    chars.append(tuple(box))
+                    prev_sup = sup
+            close()
+    return words
+
+
+def might_hold_table(page: pymupdf.Page, lines: Sequence[Line]) -> bool:
+    """Cheap gate before `find_tables`, whose layout model costs 0.5-1.5 s a page.
+
+    A table here is rules or shaded bands of one width stacked above each other with
+    tabular text between them: at least two baselines carrying several separate pieces
+    of text (cells). Tables drawn with neither rules nor shading are not looked for."""
+    h = page.rect.height
+    groups: dict[tuple[int, int], list[tuple[float, float, float, float]]] = defaultdict(list)
+    for drawing in page.get_drawings():
+        for item in drawing["items"]:
+            if item[0] == "l":
+                a, b = item[1], item[2]
+                if abs(a.y - b.y) >= 1:
+                    continue
+                seg = (min(a.x, b.x), a.y, max(a.x, b.x), a.y)
+            elif item[0] == "re":
+                r = item[1]
+                if r.height > 1.5 and not (drawing.get("fill") and r.height <= MAX_BAND_HEIGHT):
+                    continue
+                seg = (r.x0, r.y0, r.x1, r.y1)
+            else:
+                continue
+            if seg[2] - seg[0] >= RULE_MIN_WIDTH and 0.05 * h < seg[1] and seg[3] < 0.95 * h:
+                groups[(round(seg[0] / 3), round(seg[2] / 3))].append(seg)
+    for segs in groups.values():
+        if len(segs) < MIN_RULES:
+            continue
+        x0, y0 = min(s[0] for s in segs) - 2, min(s[1] for s in segs)
+        x1, y1 = max(s[2] for s in segs) + 2, max(s[3] for s in segs)
+        pieces = Counter(
+            round(ln.baseline / 2)
+            for ln in lines
+            if x0 <= (ln.x0 + ln.x1) / 2 <= x1 and y0 <= (ln.y0 + ln.y1) / 2 <= y1
+        )
+        if sum(n >= 2 for n in pieces.values()) >= 2:
+            return True
+    return False
+
+
+def find_page_tables(page: pymupdf.Page, lines: Sequence[Line], words: Sequence[Word]) -> list[FoundTable]:
+    if not might_hold_table(page, lines):
+        return []
+    out: list[FoundTable] = []
+    for tab in page.find_tables().tables:
+        grid: list[list[BBox | None]] = [list(r.cells) for r in tab.rows]
+        header = tab.header
+        if header.external and any(header.cells):
+            grid.insert(0, list(header.cells))
+        rows = _rows(grid, words)
+        if len(rows) < 2 or max(len(r) for r in rows) < 2:
+            continue
+        bbox = tuple(tab.bbox)
+        if header.external:
+            hb = header.bbox
+            bbox = (min(bbox[0], hb[0]), min(bbox[1], hb[1]), max(bbox[2], hb[2]), max(bbox[3], hb[3]))
+        out.append(FoundTable(bbox=bbox, rows=tuple(rows)))  # type: ignore[arg-type]
+    return out
+
+
+def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> list[tuple[str, ...]]:
+    rows: list[list[str]] = []
+    for r, cells in enumerate(grid):
+        per_cell = [_cell_words(c, words) for c in cells]
+        lines = _baselines([w for ws in per_cell for w in ws])
+        if r == 0 or len(lines) < 2:
+            rows.append([_join(ws) for ws in per_cell])
+            continue
+        split = [[_join([w for w in ws if _nearest(w, lines) == k]) for ws in per_cell] for k in range(len(lines))]
+        # only split when every printed row has at least two filled cells; otherwise it is
+        # wrapped text inside one cell
+        if all(sum(bool(c) for c in row) >= 2 for row in split):
+            rows.extend(split)
+        else:
+            rows.append([_join(ws) for ws in per_cell])
+    # drop columns that are empty everywhere (spanned cells leave them)
+    keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
+    table = [tuple(r[j] if j < len(r) else "" for j in keep) for r in rows]
+    return [row for row in table if any(row)]
+
+
+def _cell_words(cell: BBox | None, words: Sequence[Word]) -> list[Word]:
+    if cell is None:
+        return []
+    x0, y0, x1, y1 = cell
+    return [w for w in words if x0 - 1 <= (w[0] + w[2]) / 2 <= x1 + 1 and y0 - 1 <= (w[1] + w[3]) / 2 <= y1 + 1]
+
+
+def _baselines(words: list[Word]) -> list[float]:
+    """Vertical centres of the printed lines among `words`."""
+    centres = sorted((w[1] + w[3]) / 2 for w in words)
+    lines: list[list[float]] = []
+    for c in centres:
+        if lines and c - lines[-1][-1] <= 3:
+            lines[-1].append(c)
+        else:
+            lines.append([c])
+    return [sum(g) / len(g) for g in lines]
+
+
+def _nearest(word: Word, lines: list[float]) -> int:
+    c = (word[1] + word[3]) / 2
+    return min(range(len(lines)), key=lambda k: abs(lines[k] - c))
+
+
+def _join(words: Sequence[Word]) -> str:
+    lines = _baselines(list(words))
+    ordered = sorted(words, key=lambda w: (_nearest(w, lines), w[0]))
+    return " ".join(w[4] for w in ordered).strip()

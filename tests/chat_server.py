@@ -1,0 +1,207 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for the LLM client tests.
+
+It answers `POST /v1/chat/completions` by echoing the last user message, and can be
+scripted per request key (the last user message) to misbehave: rate limits with
+Retry-After, 5xx, hangs longer than the client's timeout, malformed JSON content,
+context overflows and a refused response_format. It records every request, and the
+largest number of requests it was serving at once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted reply. Defaults mean 'answer normally'."""
+
+    status: int = 200
+    error: str | None = None  # message of an OpenAI-style error body (non-200)
+    headers: tuple[tuple[str, str], ...] = ()
+    delay: float = 0.0  # seconds to sleep before answering
+    content: str | None = None  # assistant content to send instead of the echo
+    finish_reason: str = "stop"
+
+
+def rate_limited(retry_after: str) -> Fault:
+    return Fault(status=429, error="Rate limit reached, slow down", headers=(("Retry-After", retry_after),))
+
+
+def server_error(status: int = 500) -> Fault:
+    return Fault(status=status, error="The server had an error while processing your request")
+
+
+def hang(seconds: float) -> Fault:
+    return Fault(delay=seconds)
+
+
+def malformed_json() -> Fault:
+    return Fault(content='{"answer": "unterminated')
+
+
+@dataclass(frozen=True)
+class Recorded:
+    key: str
+    at: float  # time.monotonic() on arrival
+    headers: dict[str, str]
+    body: dict[str, Any]
+    status: int
+
+
+@dataclass
+class ChatServer:
+    """Start with `with ChatServer() as srv:`; `srv.base_url` has no /v1 suffix."""
+
+    supported_formats: frozenset[str] = frozenset({"json_schema", "json_object"})
+    context_limit: int | None = None  # words of prompt; more gives a context-length 400
+    required_key: str | None = None  # when set, other bearer tokens get a 401 echoing them
+    default_delay: float = 0.0
+    requests: list[Recorded] = field(default_factory=list)
+    max_in_flight: int = 0
+    _in_flight: int = 0
+    _scripts: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _server: ThreadingHTTPServer | None = None
+
+    def script(self, key: str, *faults: Fault) -> None:
+        """The next requests whose last user message is `key` get these replies, in order."""
+        with self._lock:
+            self._scripts[key].extend(faults)
+
+    def attempts(self, key: str) -> list[Recorded]:
+        with self._lock:
+            return [r for r in self.requests if r.key == key]
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> ChatServer:
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        server.daemon_threads = True
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ---- request handling (called from handler threads) ---------------------------------
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _next_fault(self, key: str) -> Fault:
+        with self._lock:
+            queue = self._scripts.get(key)
+            return queue.popleft() if queue else Fault(delay=self.default_delay)
+
+    def respond(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[Fault, int, dict[str, Any]]:
+        messages = body.get("messages") or []
+        users = [m["content"] for m in messages if m.get("role") == "user"]
+        key = users[-1] if users else ""
+        fault = self._next_fault(key)
+        status, payload = self._reply(fault, headers, body, messages, key)
+        with self._lock:
+            self.requests.append(Recorded(key, time.monotonic(), headers, body, status))
+        return fault, status, payload
+
+    def _reply(self, fault: Fault, headers: dict[str, str], body: dict[str, Any],
+               messages: list[dict[str, str]], key: str) -> tuple[int, dict[str, Any]]:
+        auth = headers.get("authorization", "")
+        if self.required_key is not None and auth != f"Bearer {self.required_key}":
+            token = auth.removeprefix("Bearer ")
+            return 401, _error(f"Incorrect API key provided: {token}", "invalid_api_key")
+        if fault.status != 200:
+            return fault.status, _error(fault.error or "error", None)
+        fmt = (body.get("response_format") or {}).get("type")
+        if fmt is not None and fmt not in self.supported_formats:
+            return 400, _error(f"response_format type '{fmt}' is not supported by this server", None)
+        prompt_words = sum(len(m.get("content", "").split()) for m in messages)
+        if self.context_limit is not None and prompt_words > self.context_limit:
+            return 400, _error(
+                f"This model's maximum context length is {self.context_limit} tokens. "
+                f"However, your messages resulted in {prompt_words} tokens.",
+                "context_length_exceeded",
+            )
+        content = fault.content if fault.content is not None else self._echo(body, messages, key)
+        return 200, {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": body.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": fault.finish_reason}],
+            "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
+                      "total_tokens": prompt_words + len(content.split())},
+        }
+
+    @staticmethod
+    def _echo(body: dict[str, Any], messages: list[dict[str, str]], key: str) -> str:
+        wants_json = body.get("response_format") is not None or any(
+            "JSON Schema" in m.get("content", "") for m in messages if m.get("role") == "system"
+        )
+        if not wants_json:
+            return f"echo: {key}"
+        obj = json.dumps({"answer": key, "seed": body.get("seed")})
+        # Like a chatty model told the shape only in the prompt: fences and prose around it.
+        return obj if body.get("response_format") else f"Sure! Here it is:\n```json\n{obj}\n```"
+
+
+def _error(message: str, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length)
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._send(404, {"error": {"message": f"no route {self.path}"}}, ())
+                return
+            server._enter()
+            try:
+                fault, status, payload = server.respond(
+                    {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
+                )
+                if fault.delay:
+                    time.sleep(fault.delay)
+                self._send(status, payload, fault.headers)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout) before we answered
+            finally:
+                server._leave()
+
+        def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...]) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler

@@ -1,0 +1,84 @@
+"""CachedChat over a real OpenAI-compatible server: a second run never reaches the model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+from chat_server import ChatServer, Fault
+
+from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, Message
+from kohaku_rag.llm.cache import CachedChat, request_key
+from kohaku_rag.llm.openai_compat import OpenAIChat
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def ask(text: str, seed: int = 0) -> ChatRequest:
+    return ChatRequest((Message("user", text),), seed=seed, json_schema=SCHEMA)
+
+
+def chat(url: str) -> OpenAIChat:
+    return OpenAIChat(url, "test-model", api_key_env=None, max_retries=0)
+
+
+def test_second_run_is_served_from_cache_even_in_another_process(tmp_path: Path) -> None:
+    reqs = [ask(f"q{i}", seed=i) for i in range(5)]
+    with ChatServer() as srv:
+        first = CachedChat(chat(srv.base_url), tmp_path)
+        assert isinstance(first, ChatModel)
+        fresh = first.complete_many(reqs)
+        assert (first.hits, first.misses, len(srv.requests)) == (0, 5, 5)
+        assert all(isinstance(r, ChatResult) and not r.cached for r in fresh)
+        first.close()
+
+        again = CachedChat(chat(srv.base_url), tmp_path)
+        cached = again.complete_many(reqs)
+        assert (again.hits, again.misses, len(srv.requests)) == (5, 0, 5)
+        assert [r.text for r in cached] == [r.text for r in fresh]
+        assert all(r.cached for r in cached)
+        assert cached[2].prompt_tokens == fresh[2].prompt_tokens
+        url = srv.base_url
+
+    # The server is gone: a new process still gets every reply, so the model is never called.
+    script = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from kohaku_rag.llm.base import ChatRequest, Message
+        from kohaku_rag.llm.cache import CachedChat
+        from kohaku_rag.llm.openai_compat import OpenAIChat
+        schema = {SCHEMA!r}
+        reqs = [ChatRequest((Message("user", f"q{{i}}"),), seed=i, json_schema=schema) for i in range(5)]
+        llm = CachedChat(OpenAIChat({url!r}, "test-model", api_key_env=None, max_retries=0), Path({str(tmp_path)!r}))
+        out = llm.complete_many(reqs)
+        print(json.dumps({{"hits": llm.hits, "misses": llm.misses, "texts": [r.text for r in out]}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report == {"hits": 5, "misses": 0, "texts": [r.text for r in fresh]}
+
+
+def test_key_covers_every_reply_shaping_field_and_errors_are_not_cached(tmp_path: Path) -> None:
+    base = ask("x")
+    variants = [replace(base, seed=1), replace(base, temperature=0.7), replace(base, max_tokens=9),
+                replace(base, json_schema=None), ChatRequest((Message("user", "y"),), json_schema=SCHEMA),
+                ChatRequest((Message("system", "x"),), json_schema=SCHEMA)]
+    keys = {request_key("m", base)} | {request_key("m", v) for v in variants} | {request_key("other", base)}
+    assert len(keys) == len(variants) + 2
+
+    with ChatServer() as srv:
+        srv.script("flaky", Fault(status=404, error="no such model"))
+        llm = CachedChat(chat(srv.base_url), tmp_path)
+        first = llm.complete_many([ask("flaky"), ask("dup"), ask("dup")])
+        assert isinstance(first[0], Exception) and first[1] == first[2]
+        assert len(srv.attempts("dup")) == 1  # identical requests in a batch asked once
+        second = llm.complete_many([ask("flaky"), ask("dup")])
+        assert isinstance(second[0], ChatResult) and not second[0].cached  # the failure was retried
+        assert second[1].cached and len(srv.attempts("flaky")) == 2
+        assert llm.complete(ask("flaky")).cached

@@ -1,0 +1,95 @@
+"""LlamaCppChat with the real bundled Qwen2.5-Coder-1.5B (tiny prompts, few tokens)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from kohaku_rag.llm import LLMSpec, make_chat_model  # noqa: E402
+from kohaku_rag.llm.base import ChatModel, ChatRequest, ContextOverflowError, Message  # noqa: E402
+from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
+from kohaku_rag.llm.model_files import BUNDLED_SIZE, ensure_bundled_model  # noqa: E402
+
+# Joined once and kept (git-ignored) so later runs skip the 1.1 GB copy.
+MODEL_DIR = Path(__file__).resolve().parents[1] / ".models"
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+
+
+@pytest.fixture(scope="module")
+def llm() -> LlamaCppChat:
+    path = ensure_bundled_model(MODEL_DIR)
+    assert path.stat().st_size == BUNDLED_SIZE
+    # One thread: llama.cpp's spinning thread barrier crawls when other jobs share the cores.
+    return LlamaCppChat(path, n_ctx=512, n_threads=1)
+
+
+def user(text: str) -> tuple[Message, ...]:
+    return (Message("system", "You are a terse assistant."), Message("user", text))
+
+
+def test_schema_constrained_reply(llm: LlamaCppChat) -> None:
+    assert isinstance(llm, ChatModel)
+    result = llm.complete(ChatRequest(user("What is 2+2? Reply in JSON."), max_tokens=16, json_schema=SCHEMA))
+    assert json.loads(result.text) == {"answer": 4}
+    assert result.prompt_tokens > 10 and 0 < result.completion_tokens <= 16 and not result.cached
+
+
+def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
+    messages = user("Which of 4, 7, 9 is prime? " + "Primes are integers above one. " * 8)
+    reqs = [ChatRequest(messages, temperature=0.8, max_tokens=3, seed=s) for s in range(3)]
+    other = ChatRequest(user("Say hi."), max_tokens=3)
+    batch = [reqs[0], other, reqs[1], reqs[2]]
+    p_shared, p_other = llm.prompt_tokens(messages), llm.prompt_tokens(other.messages)
+
+    before = llm.prompt_tokens_evaluated
+    results = llm.complete_many(batch)
+    # Grouped by prompt: each prompt evaluated once; a repeat costs one replayed token.
+    assert llm.prompt_tokens_evaluated - before == p_shared + p_other + 2
+    # Each reply sits in its own slot, and equals the same request made on its own.
+    assert [r.text for r in results] == [llm.complete(r).text for r in batch]
+
+    llm.complete(other)
+    llm.complete(reqs[0])  # the cache holds another prompt: evaluated in full
+    assert llm.last_timings is not None and llm.last_timings.prompt_tokens_evaluated == p_shared
+    llm.complete(reqs[1])
+    assert llm.last_timings.prompt_tokens_evaluated == 1
+
+
+def test_seed_drives_sampling(llm: LlamaCppChat) -> None:
+    def sample(seed: int) -> str:
+        req = ChatRequest(user("Name one random animal."), temperature=1.5, max_tokens=6, seed=seed)
+        return llm.complete(req).text
+
+    texts = [sample(s) for s in (1, 2, 3, 4)]
+    assert len(set(texts)) >= 2
+    assert sample(1) == texts[0]  # same seed, same draw, with the prompt cached this time
+    # ... and after another prompt sharing the system message filled the KV cache.
+    llm.complete(ChatRequest(user("Name one random colour."), temperature=1.5, max_tokens=6, seed=1))
+    assert sample(3) == texts[2]
+
+
+def test_prompt_too_long_raises_context_overflow(llm: LlamaCppChat) -> None:
+    with pytest.raises(ContextOverflowError) as info:
+        llm.complete(ChatRequest(user("word " * 600), max_tokens=8))
+    assert info.value.limit == 512 and info.value.prompt_tokens > 512
+    fits = llm.prompt_tokens(user("word " * 400))
+    assert fits < 512
+    with pytest.raises(ContextOverflowError, match="n_ctx=512"):
+        llm.complete(ChatRequest(user("word " * 400), max_tokens=512 - fits + 1))
+
+
+def test_make_chat_model_builds_the_cached_bundled_model(tmp_path: Path) -> None:
+    # Point the lake's models folder at the joined file instead of copying 1.1 GB again.
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "qwen.gguf").symlink_to(ensure_bundled_model(MODEL_DIR))
+    llm = make_chat_model(LLMSpec(model="qwen.gguf", n_ctx=512), tmp_path)
+    req = ChatRequest((Message("user", "3+4=? JSON"),), max_tokens=12, json_schema=SCHEMA)
+    first, second = llm.complete(req), llm.complete(req)
+    assert json.loads(first.text) == {"answer": 7} and not first.cached
+    assert second.cached and second.text == first.text
+    assert (tmp_path / "cache" / "llm" / "llm.sqlite").is_file()
+    assert llm.model_id == "llama.cpp:qwen"
