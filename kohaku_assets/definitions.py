@@ -17,7 +17,8 @@ from dagster import (
     sensor,
 )
 
-from kohaku_assets.indexing import INDEXES, PER_DOCUMENT, documents
+from kohaku_assets.assets import INDEXES, PER_DOCUMENT
+from kohaku_assets.partitions import documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import scan_corpus
@@ -85,15 +86,14 @@ def _runs_in_flight(context: SensorEvaluationContext) -> bool:
     return bool(context.instance.get_runs(filters=RunsFilter(statuses=active), limit=1))
 
 
-@schedule(cron_schedule="0 3 * * *", jobs=[index_document_job, assemble_indexes_job],
-          default_status=DefaultScheduleStatus.STOPPED,
-          description="Nightly re-index: rebuild stale registered documents, then re-assemble the indexes.")
-def nightly_reindex(context: ScheduleEvaluationContext) -> list[RunRequest]:
+@schedule(cron_schedule="0 3 * * *", job=index_document_job, default_status=DefaultScheduleStatus.STOPPED,
+          description="Nightly re-index of stale registered documents (after a config or code change); "
+                      "the indexes then re-assemble through their automation condition.")
+def nightly_reindex(context: ScheduleEvaluationContext) -> list[RunRequest] | SkipReason:
     registered = set(context.instance.get_dynamic_partitions(documents.name))
     _, _, runs = _index_requests(registered, in_flight=False)
-    return [r for r in runs if r.partition_key is None or r.partition_key in registered] or [
-        RunRequest(job_name=assemble_indexes_job.name)
-    ]
+    stale = [r for r in runs if r.partition_key in registered]
+    return stale or SkipReason("every registered document is up to date")
 
 
 defs = Definitions(

@@ -15,22 +15,22 @@ from dagster import (
     AssetCheckSeverity,
     AssetCheckSpec,
     AssetExecutionContext,
+    AssetKey,
+    AutomationCondition,
     DataVersion,
-    DynamicPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     asset,
 )
 
+from kohaku_assets.partitions import INDEXING_GROUP, documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import DocumentMeta, SourceDocument, fetch_document, file_hash, scan_corpus
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
-documents = DynamicPartitionsDefinition(name="documents")
-
-GROUP = "indexing"
+GROUP = INDEXING_GROUP
 
 
 def _source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
@@ -107,7 +107,7 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
     )
 
 
-@asset(partitions_def=documents, group_name=GROUP, deps=[document_tree], code_version=ix.EMBED_VERSION,
+@asset(partitions_def=documents, group_name=GROUP, deps=[document_tree, AssetKey("captions")], code_version=ix.EMBED_VERSION,
        description="Sentence vectors (cached by model and text hash).")
 def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
@@ -172,14 +172,20 @@ def index_rows(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     return MaterializeResult(metadata={"rows": table.num_rows}, data_version=DataVersion(version))
 
 
-PER_DOCUMENT = [source_document, document_tree, leaf_embeddings, node_embeddings, index_rows]
+# Assemble the indexes after per-document runs finish, whoever started them (sensor,
+# schedule, a backfill in the UI); waiting while any document is still in progress.
+ASSEMBLE_WHEN = (
+    AutomationCondition.any_deps_updated().since_last_handled()
+    & ~AutomationCondition.any_deps_in_progress()
+    & ~AutomationCondition.in_progress()
+)
 
 
 def _registered(context: AssetExecutionContext) -> list[str]:
     return sorted(context.instance.get_dynamic_partitions(documents.name))
 
 
-@asset(group_name=GROUP, deps=[index_rows], code_version="1",
+@asset(group_name=GROUP, deps=[index_rows], code_version="1", automation_condition=ASSEMBLE_WHEN,
        description="sqlite-vec index of sentence and paragraph vectors plus every node's text; upserted per document.",
        check_specs=[AssetCheckSpec("index_dims_agree", asset="vector_index")])
 def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
@@ -205,7 +211,7 @@ def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
     )
 
 
-@asset(group_name=GROUP, deps=[index_rows], code_version="1", description="BM25 over paragraph texts (with titles).")
+@asset(group_name=GROUP, deps=[index_rows], code_version="1", automation_condition=ASSEMBLE_WHEN, description="BM25 over paragraph texts (with titles).")
 def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     n = ix.assemble_bm25(settings.lake, _registered(context))
@@ -215,12 +221,8 @@ def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     )
 
 
-INDEXES = [vector_index, bm25_index]
-
-
 def stored_tree_counts(settings: KohakuSettings, doc_id: str) -> Counter[str]:
     path = settings.lake.table(ix.INDEX_ROWS, doc_id)
     return Counter(pq.read_table(path, columns=["kind"]).column("kind").to_pylist()) if path.exists() else Counter()
 
 
-__all__ = ["INDEXES", "PER_DOCUMENT", "documents", "DocumentMeta"]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from dagster import DagsterEventType, DagsterInstance, ExecuteInProcessResult, materialize
 
-from kohaku_assets.indexing import INDEXES, PER_DOCUMENT, documents
+from kohaku_assets.assets import INDEXES, PER_DOCUMENT
+from kohaku_assets.partitions import documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import scan_corpus

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
+from kohaku_rag.captions import Captioner, OcrCaptioner, VisionLLMCaptioner
 from kohaku_rag.config import IndexConfig, load_config_file
 from kohaku_rag.embed import EmbedderSpec, make_embedder
 from kohaku_rag.embed.base import Embedder
@@ -34,6 +35,12 @@ def _embedder(spec: EmbedderSpec, cache_dir: str) -> Embedder:
     return make_embedder(spec, Path(cache_dir))
 
 
+@lru_cache(maxsize=1)
+def _ocr_captioner() -> Captioner:
+    # The OCR engine loads its ONNX models once per process.
+    return OcrCaptioner()
+
+
 class KohakuSettings(ConfigurableResource):
     lake_root: str = ""
     corpus_dir: str = ""
@@ -50,6 +57,17 @@ class KohakuSettings(ConfigurableResource):
     def index_config(self) -> IndexConfig:
         path = self.index_config_file or os.environ.get("KOHAKU_INDEX_CONFIG", "")
         return load_config_file(Path(path), IndexConfig) if path else IndexConfig()
+
+    def captioner(self) -> Captioner | None:
+        cfg = self.index_config()
+        if cfg.captioner == "none":
+            return None
+        if cfg.captioner == "ocr":
+            return _ocr_captioner()
+        if not (cfg.vision_base_url and cfg.vision_model):
+            raise ValueError("captioner = 'vision' needs vision_base_url and vision_model in the index config")
+        return VisionLLMCaptioner(cfg.vision_base_url, cfg.vision_model, api_key_env=cfg.vision_api_key_env,
+                                  max_concurrent=cfg.vision_max_concurrent)
 
     def embedder(self) -> Embedder:
         return _embedder(self.index_config().embedder, str(self.lake.cache_dir / "embeddings"))

@@ -54,6 +54,8 @@ class IndexConfig:
     captioner: Literal["ocr", "vision", "none"] = "ocr"
     vision_base_url: str = ""
     vision_model: str = ""
+    vision_api_key_env: str | None = "OPENAI_API_KEY"
+    vision_max_concurrent: int = 4
 
     @property
     def parse_hash(self) -> str:

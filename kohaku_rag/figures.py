@@ -308,7 +308,8 @@ def _vector_regions(page: pymupdf.Page, lines: Sequence[_Line], min_side: float)
             for other in others:
                 # Rules and boxes that are not graphic alone may still belong to a figure,
                 # but only small ones: a whole table standing next to a figure stays out.
-                if near.intersects(other) and not region.rect.contains(other) and _area(other) < 0.25 * _area(region.rect):
+                small = _area(other) < 0.25 * _area(region.rect)
+                if small and near.intersects(other) and not region.rect.contains(other):
                     region.rect |= other
                     changed = True
     return regions
@@ -395,34 +396,36 @@ def _first_block(
     """The nearest text block below (above) the region that is not a stray label.
 
     Narrow blocks (a label the growth step left out) are stepped over and count as part of
-    the figure when measuring the gap; a wide block (body text) ends the search.
+    the figure when measuring the gap; a wide block (body text) ends the search. Other
+    figure regions stacked in between count as part of the figure too.
     """
     r = region.rect
-    if downwards:
-        candidates = sorted(
-            (b for b in blocks if b.rect.y0 >= r.y1 - 2 and _h_overlaps(b.rect, r)), key=lambda b: b.rect.y0
-        )
-        # The gap starts at the lowest figure region stacked under this one.
-        edge = r.y1
-        for block in candidates:
-            edge = max([edge] + [o.rect.y1 for o in regions if _h_overlaps(o.rect, block.rect) and r.y0 <= o.rect.y1 <= block.rect.y0 + 2])
-            if block.rect.y0 - edge > _CAPTION_GAP:
-                return None
-            if CAPTION_START.match(block.text) or block.rect.width > 0.6 * r.width:
-                return block
-            edge = max(edge, block.rect.y1)
-        return None
+    # Work in "distance from the figure" so one loop serves both directions.
+    sign = 1.0 if downwards else -1.0
+
+    def near_side(b: pymupdf.Rect) -> float:
+        return sign * (b.y0 if downwards else b.y1)
+
+    def far_side(b: pymupdf.Rect) -> float:
+        return sign * (b.y1 if downwards else b.y0)
+
+    edge = far_side(r)
     candidates = sorted(
-        (b for b in blocks if b.rect.y1 <= r.y0 + 2 and _h_overlaps(b.rect, r)), key=lambda b: -b.rect.y1
+        (b for b in blocks if near_side(b.rect) >= edge - 2 and _h_overlaps(b.rect, r)),
+        key=lambda b: near_side(b.rect),
     )
-    edge = r.y0
     for block in candidates:
-        edge = min([edge] + [o.rect.y0 for o in regions if _h_overlaps(o.rect, block.rect) and block.rect.y1 - 2 <= o.rect.y0 <= r.y1])
-        if edge - block.rect.y1 > _CAPTION_GAP:
+        stacked = [
+            far_side(o.rect)
+            for o in regions
+            if _h_overlaps(o.rect, block.rect) and near_side(r) <= far_side(o.rect) <= near_side(block.rect) + 2
+        ]
+        edge = max([edge, *stacked])
+        if near_side(block.rect) - edge > _CAPTION_GAP:
             return None
         if CAPTION_START.match(block.text) or block.rect.width > 0.6 * r.width:
             return block
-        edge = min(edge, block.rect.y0)
+        edge = max(edge, far_side(block.rect))
     return None
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.captions import Captioner
 from kohaku_rag.config import IndexConfig, stable_hash
 from kohaku_rag.corpus import CorpusScan, SourceDocument
 from kohaku_rag.embed.base import Embedder
@@ -170,6 +171,42 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
 
 def read_tree(lake: Lake, doc_id: str) -> list[Node]:
     return table_to_nodes(pq.read_table(lake.table(TREES, doc_id)))
+
+
+@dataclass(frozen=True)
+class CaptionStats:
+    figures: int
+    cache_hits: int
+    caption_chars: int
+    errors: dict[str, str]  # node_id → reason; such a figure keeps its PDF caption only
+
+
+def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: Captioner | None, version: str) -> CaptionStats:
+    """Caption every figure of a document (cached by image hash, captioner and PDF caption).
+
+    A figure whose image cannot be read or captioned is reported and keeps its PDF caption;
+    the other figures are unaffected.
+    """
+    from kohaku_rag.captions import CaptionCache, caption_many_cached
+
+    figures = [n for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.IMAGE and n.media_hash]
+    results: list[tuple[str, bool] | Exception] = []
+    if captioner is not None and figures:
+        items = [(lake.blob(n.media_hash or "").read_bytes(), n.text) for n in figures]
+        results = caption_many_cached(captioner, CaptionCache(lake.cache_dir / "captions"), items)
+    rows, errors, hits = [], {}, 0
+    for k, node in enumerate(figures):
+        result = results[k] if results else (node.text, False)
+        if isinstance(result, Exception):
+            errors[node.node_id] = f"{type(result).__name__}: {result}"
+            text, error = node.text, errors[node.node_id]
+        else:
+            text, error = result[0], None
+            hits += int(result[1])
+        rows.append({"node_id": node.node_id, "media_hash": node.media_hash, "page": node.page, "pdf_caption": node.text,
+                     "caption": text, "captioner": captioner.captioner_id if captioner else "none", "error": error})
+    write_parquet_atomic(pa.Table.from_pylist(rows, schema=CAPTION_SCHEMA), lake.table(CAPTIONS, doc_id), {VERSION_KEY: version})
+    return CaptionStats(len(figures), hits, sum(len(r["caption"]) for r in rows), errors)
 
 
 def read_captions(lake: Lake, doc_id: str) -> dict[str, str]:

@@ -366,6 +366,8 @@ def test_bm25_doc_filter_and_empty_cases():
     assert index.search("emissions", k=10, doc_ids=[]) == []
     assert index.search("the of and", k=5) == []
     assert build([]).search("anything", k=3) == []
+    twins = build([(f"t{i}", "d", ["twin", "words"]) for i in range(6)] + [("x", "d", ["other"])])
+    assert [node_id for node_id, _ in twins.search("twin", k=3)] == ["t0", "t1", "t2"]  # ties: row order
     with pytest.raises(ValueError, match="distinct node ids"):
         build([("n1", "d", ["a"]), ("n1", "d", ["b"])])
 

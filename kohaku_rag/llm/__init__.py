@@ -39,7 +39,7 @@ class LLMSpec:
     """Which model answers.
 
     llama: `model` is the bundled model's name, or a path to a .gguf file (relative paths are
-    under `<lake>/models`); `n_ctx` is its context size. openai: `model` is the server's
+    under `<lake>/models`); `n_ctx` is its context size and `n_threads` its CPU threads (None: every core). openai: `model` is the server's
     model name, `base_url` its API root, `api_key_env` the variable holding the key (None for
     a server without auth).
     """
@@ -51,6 +51,7 @@ class LLMSpec:
     max_concurrent: int = 4
     context_window: int = 32768
     n_ctx: int = 4096
+    n_threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in ("llama", "openai"):
@@ -68,7 +69,9 @@ def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
     if spec.backend == "llama":
         from kohaku_rag.llm.llama import LlamaCppChat
 
-        inner = LlamaCppChat(_gguf_path(spec.model, lake_root / "models"), n_ctx=spec.n_ctx)
+        inner = LlamaCppChat(
+            _gguf_path(spec.model, lake_root / "models"), n_ctx=spec.n_ctx, n_threads=spec.n_threads
+        )
     else:
         from kohaku_rag.llm.openai_compat import OpenAIChat
 
