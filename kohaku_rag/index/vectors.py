@@ -17,11 +17,14 @@ Every write (`upsert_document`, `delete_document`, `apply_changes`) is one
 `BEGIN IMMEDIATE ... COMMIT` transaction: a crash leaves either the old or the new
 document, never half of one.
 
-Latency (2 shared Xeon cores, 384 dims, k=10, warm page cache): exact vec0 KNN takes
-~0.06 s at 100k rows and ~0.30 s CPU at 500k rows. bit-quantised coarse KNN was only
-~1.3x faster (0.24 s with the k=400 candidates needed for rescoring) and int8 was
-slower than float (0.5 s), while both lose exactness, and chunk_size 256/4096 were
-slower than the default 1024; so the store keeps exact float32 search.
+Latency (bench/index_latency.py; 2 shared Xeon cores, 384 dims, warm page cache, CPU
+time of the searching process): exact vec0 KNN costs ~0.65 us per row: 70 ms for 100k
+sentence rows, 334 ms for 500k, 401 ms for 500k sentences + 100k paragraphs (k=10;
+460 ms at k=100). Alternatives measured at 500k rows: int8 vectors were slower (0.5 s:
+sqlite-vec's int8 cosine is not faster than its float one), bit-quantised coarse KNN
+with the k=400 candidates a float rescoring needs took 0.24 s (under 1.5x faster, and
+approximate), chunk_size 256 or 4096 was slower than the default 1024, and L2 on the
+unit vectors only ~20% faster than cosine. So the store keeps exact float32 cosine search.
 """
 
 from __future__ import annotations

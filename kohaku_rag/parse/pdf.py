@@ -103,6 +103,8 @@ def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline:
             "layout": "slides" if slides else "document",
             "title_source": title_source,
         }
+        if doc.is_repaired:
+            metadata["repaired"] = "true"  # MuPDF rebuilt a damaged cross-reference table
         return ParsedDocument(doc_id=doc_id, title=doc_title, sections=sections, metadata=metadata)
     finally:
         doc.close()
@@ -124,8 +126,9 @@ def _open(path: Path) -> pymupdf.Document:
         doc.close()
         raise DocumentError(path, "encrypted: the PDF needs a password; decrypt it (e.g. `qpdf --decrypt`) and add it again")
     if doc.page_count == 0:
+        repaired = doc.is_repaired
         doc.close()
-        reason = "corrupt: no readable pages (damaged or truncated file)" if doc.is_repaired else "empty: the PDF has no pages"
+        reason = "corrupt: no readable pages (damaged or truncated file)" if repaired else "empty: the PDF has no pages"
         raise DocumentError(path, reason)
     return doc
 

@@ -30,7 +30,7 @@ TABLE_FONT = 8.5
 TABLE_PAD = 14.0  # wide enough that cells stay separate text lines
 
 CSS = """
-body {font-family: serif; font-size: 10pt; line-height: 1.25;}
+body {font-family: serif; font-size: 10pt; line-height: 1.25; margin: 0; padding: 0;}
 p {margin: 0;}
 h1 {font-family: sans-serif; font-size: 20pt; font-weight: bold; margin: 0;}
 h2 {font-family: sans-serif; font-size: 14pt; font-weight: bold; margin: 0;}
@@ -316,6 +316,8 @@ def render_pdf(source: str, *, columns: int, running_header: str, metadata: dict
         elif block.kind == "note":
             flow.full_width(f'<p class="note">{_inline(block.text)}</p>', 16)
         elif block.kind in ("h2", "h3"):
+            if flow.y > flow.column_top:
+                flow.y += 8 if block.kind == "h2" else 4  # space above a heading
             flow.html(f"<{block.kind}>{_inline(block.text)}</{block.kind}>", 5, keep_with_next=48)
         elif block.kind == "para":
             flow.paragraph(block.text, "", 7)
@@ -337,6 +339,7 @@ def render_pdf(source: str, *, columns: int, running_header: str, metadata: dict
         page.insert_text((72, HEADER_Y), running_header, fontsize=8, fontname="helv")
         page.insert_text((PAGE.width / 2 - 3, FOOTER_Y), str(number), fontsize=9, fontname="helv")
     doc.set_metadata(metadata)
+    doc.subset_fonts()  # the Story engine embeds whole fonts (~1.5 MB a file otherwise)
     data = doc.tobytes(garbage=3, deflate=True, no_new_id=True)
     doc.close()
     return data

@@ -1,0 +1,138 @@
+"""Incremental indexing through real Dagster materializations on a persistent instance."""
+
+import json
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from kohaku_assets.cli import main as cli_main
+from kohaku_assets.runner import instance_for, run_index
+from kohaku_assets.settings import KohakuSettings
+from kohaku_rag.index.bm25 import BM25Index
+from kohaku_rag.index.vectors import VectorStore
+
+DOCS = {
+    "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
+           "Energy use was 4.8 kWh per run, measured with nvidia-smi at one sample per second.\n",
+    "water": "# Water\n\n## 1 Cooling\n\nData centers withdraw water for evaporative cooling towers.\n\n"
+             "The water usage effectiveness was 0.18 liters per kWh for the facility in 2023.\n",
+    "carbon": "# Carbon\n\n## 1 Grid\n\nCarbon intensity of the grid was 429 gCO2e per kWh in the studied region.\n\n"
+              "Training emitted 4.3 tCO2e in total according to the authors' estimate.\n",
+}
+
+
+@pytest.fixture()
+def env(tmp_path, monkeypatch):
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for doc_id, text in DOCS.items():
+        (corpus / f"{doc_id}.md").write_text(text)
+    (corpus / "metadata.csv").write_text("id,title,url\ngpu,GPU power study,https://example.org/gpu\n")
+    settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus))
+    return settings, corpus
+
+
+def quiet(_msg):
+    pass
+
+
+def _store_docs(settings):
+    with VectorStore(settings.lake.vectors_path, settings.embedder().dim) as store:
+        return store.document_versions()
+
+
+def test_add_change_delete_and_skip(env):
+    settings, corpus = env
+    first = run_index(settings, progress=quiet)
+    assert sorted(first.recomputed) == ["carbon", "gpu", "water"] and not first.failed
+    assert first.nodes["document"] == 3 and first.nodes["sentence"] >= 6
+    assert set(_store_docs(settings)) == {"carbon", "gpu", "water"}
+
+    again = run_index(settings, progress=quiet)
+    assert again.recomputed == [] and sorted(again.skipped) == ["carbon", "gpu", "water"]
+
+    (corpus / "water.md").write_text(DOCS["water"] + "\nA new paragraph about drought risk in Arizona.\n")
+    changed = run_index(settings, progress=quiet)
+    assert changed.recomputed == ["water"] and sorted(changed.skipped) == ["carbon", "gpu"]
+    with VectorStore(settings.lake.vectors_path, settings.embedder().dim) as store:
+        texts = [n.text for n in store.get_nodes([f"water:sec1:p{i}" for i in range(1, 5)]).values()]
+    assert any("drought" in t for t in texts)
+
+    (corpus / "carbon.md").unlink()
+    removed = run_index(settings, progress=quiet)
+    assert removed.removed == ["carbon"]
+    assert set(_store_docs(settings)) == {"gpu", "water"}
+    bm25 = BM25Index.load(settings.lake.bm25_path)
+    assert not any(n.startswith("carbon:") for n in bm25.node_ids.tolist())
+    assert not settings.lake.table("document_tree", "carbon").exists()
+    instance = instance_for(settings.lake.root)
+    assert sorted(instance.get_dynamic_partitions("documents")) == ["gpu", "water"]
+
+
+def test_broken_pdf_fails_alone_and_keeps_the_index(env, tmp_path):
+    settings, corpus = env
+    run_index(settings, progress=quiet)
+    before = _store_docs(settings)
+    (corpus / "broken.pdf").write_bytes(b"%PDF-1.7\n this is not really a pdf")
+    report = run_index(settings, progress=quiet)
+    assert list(report.failed) == ["broken"]
+    assert "broken.pdf" in report.failed["broken"]
+    assert _store_docs(settings) == before  # nothing already built was touched
+
+
+def test_metadata_and_tree_tables(env):
+    settings, _ = env
+    run_index(settings, progress=quiet)
+    tree = pq.read_table(settings.lake.table("document_tree", "gpu")).to_pylist()
+    assert tree[0]["kind"] == "document" and tree[0]["title"] == "GPU power study"
+    ids = {r["node_id"] for r in tree}
+    assert all(r["parent_id"] in ids for r in tree if r["parent_id"])
+    instance = instance_for(settings.lake.root)
+    from dagster import AssetKey
+
+    event = instance.get_latest_materialization_event(AssetKey("document_tree"))
+    assert event is not None
+    meta = event.asset_materialization.metadata
+    assert meta["nodes/sentence"].value >= 2 and "sample" in meta
+
+
+def test_cli_index_and_search_json(env, capsys):
+    settings, corpus = env
+    args = ["--lake", settings.lake_root, "--corpus", str(corpus)]
+    assert cli_main(["index", *args, "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["documents"] == 3 and summary["recomputed"] == 3 and "sentence" in summary["nodes"]
+    assert cli_main(["search", "How much water per kWh?", *args, "--json", "--budget-chars", "400"]) == 0
+    items = json.loads(capsys.readouterr().out)
+    assert items and items[0]["doc_id"] == "water"
+    assert sum(len(i["text"]) for i in items) <= 400
+    assert set(items[0]) >= {"doc_id", "node_id", "kind", "page", "score", "text"}
+    questions = corpus.parent / "q.csv"
+    questions.write_text("\ufeffid,question\r\nq1,What tCO2e did training emit?\r\nq2,Which GPU drew 400 W?\r\n", encoding="utf-8")
+    assert cli_main(["search", "--questions", str(questions), *args]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [line["id"] for line in lines] == ["q1", "q2"]
+    assert lines[0]["context"][0]["doc_id"] == "carbon" and lines[1]["context"][0]["doc_id"] == "gpu"
+
+
+def test_search_without_index_says_what_to_do(tmp_path, capsys):
+    assert cli_main(["search", "x", "--lake", str(tmp_path / "none"), "--corpus", str(tmp_path)]) == 2
+    assert "kohaku index" in capsys.readouterr().err
+
+
+def test_sensor_registers_new_documents(env, monkeypatch):
+    settings, corpus = env
+    from dagster import build_sensor_context
+
+    import kohaku_assets.definitions as defs_module
+
+    monkeypatch.setattr(defs_module, "settings", settings)
+    instance = instance_for(settings.lake.root)
+    result = defs_module.corpus_sensor(build_sensor_context(instance=instance))
+    added = [r for r in result.dynamic_partitions_requests if type(r).__name__ == "AddDynamicPartitionsRequest"]
+    assert sorted(added[0].partition_keys) == ["carbon", "gpu", "water"]
+    assert sorted(r.partition_key for r in result.run_requests) == ["carbon", "gpu", "water"]
+    shutil.rmtree(corpus)
+    corpus.mkdir()
