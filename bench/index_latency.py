@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -20,9 +21,11 @@ from pathlib import Path
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from kohaku_rag.index.bm25 import BM25Index
-from kohaku_rag.index.vectors import DocumentUpsert, VectorStore
-from kohaku_rag.tree import Node, NodeKind
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a checkout, uninstalled
+
+from kohaku_rag.index.bm25 import BM25Index  # noqa: E402
+from kohaku_rag.index.vectors import DocumentUpsert, VectorStore  # noqa: E402
+from kohaku_rag.tree import Node, NodeKind  # noqa: E402
 
 SENTENCES_PER_DOC = 1500
 SENTENCES_PER_PARAGRAPH = 5

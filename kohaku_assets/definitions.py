@@ -22,6 +22,7 @@ from kohaku_assets.partitions import documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import scan_corpus
+from kohaku_rag.search import open_vector_store
 
 index_document_job = define_asset_job("index_document", selection=PER_DOCUMENT, partitions_def=documents,
                                       description="Parse, embed and prepare the index rows of one document.")
@@ -49,12 +50,10 @@ def _index_requests(registered: set[str], in_flight: bool) -> tuple[list[str], l
 
 
 def _indexes_behind(doc_ids: list[str]) -> bool:
-    from kohaku_rag.index.vectors import VectorStore
-
     lake = settings.lake
     if not lake.vectors_path.exists() or not lake.bm25_path.exists():
         return bool(doc_ids)
-    with VectorStore(lake.vectors_path, settings.embedder().dim) as store:
+    with open_vector_store(lake, settings.embedder()) as store:
         have = store.document_versions()
     return any(have.get(d) != ix.stored_version(lake, ix.INDEX_ROWS, d) for d in doc_ids) or bool(set(have) - set(doc_ids))
 

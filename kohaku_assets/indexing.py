@@ -28,6 +28,7 @@ from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import DocumentMeta, SourceDocument, fetch_document, file_hash, scan_corpus
 from kohaku_rag.errors import DocumentError
+from kohaku_rag.search import open_vector_store
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
 GROUP = INDEXING_GROUP
@@ -190,13 +191,14 @@ def _registered(context: AssetExecutionContext) -> list[str]:
        check_specs=[AssetCheckSpec("index_dims_agree", asset="vector_index")])
 def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
-    lake = settings.lake
-    dim = settings.embedder().dim
-    stats = ix.assemble_vector_index(lake, _registered(context), dim)
-    from kohaku_rag.index.vectors import VectorStore
-
-    with VectorStore(lake.vectors_path, dim) as store:
+    lake, embedder = settings.lake, settings.embedder()
+    registered = _registered(context)
+    stats = ix.assemble_vector_index(lake, registered, embedder.dim, embedder.model_id)
+    with open_vector_store(lake, embedder) as store:
         counts = {kind: store.count(kind) for kind in ("sentence", "paragraph")}
+    # Every document's stored vectors must have the dimension the index is queried with.
+    dims = {d: ix.stored_dim(lake, d) for d in registered}
+    wrong = {d: n for d, n in dims.items() if n is not None and n != embedder.dim}
     return MaterializeResult(
         metadata={
             "documents": stats.documents,
@@ -207,7 +209,8 @@ def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(lake.vectors_path)),
         },
-        check_results=[AssetCheckResult(check_name="index_dims_agree", passed=True, metadata={"dim": dim})],
+        check_results=[AssetCheckResult(check_name="index_dims_agree", passed=not wrong,
+                                        metadata={"dim": embedder.dim, "mismatched": MetadataValue.json(wrong)})],
     )
 
 

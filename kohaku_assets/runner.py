@@ -20,6 +20,7 @@ from kohaku_assets.partitions import documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import scan_corpus
+from kohaku_rag.search import open_vector_store
 from kohaku_rag.tree import NodeKind
 
 
@@ -116,9 +117,7 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
 
 
 def node_counts(settings: KohakuSettings) -> dict[str, int]:
-    from kohaku_rag.index.vectors import VectorStore
-
     if not settings.lake.vectors_path.exists():
         return {}
-    with VectorStore(settings.lake.vectors_path, settings.embedder().dim) as store:
+    with open_vector_store(settings.lake, settings.embedder()) as store:
         return {str(kind): store.count(kind) for kind in NodeKind}

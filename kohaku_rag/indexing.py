@@ -93,6 +93,12 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
 
 
+def stored_dim(lake: Lake, doc_id: str) -> int | None:
+    """Vector dimension of a document's index rows (read from the Parquet schema only)."""
+    path = lake.table(INDEX_ROWS, doc_id)
+    return pq.read_schema(path).field("vector").type.list_size if path.exists() else None
+
+
 def stored_version(lake: Lake, asset: str, doc_id: str) -> str | None:
     return parquet_metadata(lake.table(asset, doc_id)).get(VERSION_KEY)
 
@@ -321,14 +327,19 @@ class AssemblyStats:
     documents: int
 
 
-def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int) -> AssemblyStats:
+def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id: str) -> AssemblyStats:
     """Bring the sqlite-vec index in line with the per-document rows: upsert documents
-    whose version changed, delete those that left, all in one transaction."""
-    from kohaku_rag.index.vectors import DocumentUpsert, VectorStore
+    whose version changed, delete those that left, all in one transaction. A store built
+    by another embedder is rebuilt from scratch (its vectors cannot be mixed with these)."""
+    from kohaku_rag.index.vectors import DocumentUpsert, IndexMismatchError, VectorStore, remove_store
 
     wanted = {d: stored_version(lake, INDEX_ROWS, d) for d in doc_ids}
     wanted = {d: v for d, v in wanted.items() if v is not None}
-    with VectorStore(lake.vectors_path, dim) as store:
+    try:
+        VectorStore(lake.vectors_path, dim, model_id=model_id).close()
+    except IndexMismatchError:
+        remove_store(lake.vectors_path)
+    with VectorStore(lake.vectors_path, dim, model_id=model_id) as store:
         have = store.document_versions()
         deletes = sorted(set(have) - set(wanted))
         changed = sorted(d for d, v in wanted.items() if have.get(d) != v)

@@ -96,7 +96,7 @@ class Lake:
 
     @property
     def bm25_path(self) -> Path:
-        return self.index_dir / "bm25.pkl"
+        return self.index_dir / "bm25.npz"
 
     @property
     def sources_dir(self) -> Path:

@@ -50,6 +50,7 @@ def malformed_json() -> Fault:
 class Recorded:
     key: str
     at: float  # time.monotonic() on arrival
+    wall: float  # time.time() on arrival, to compare with HTTP dates
     headers: dict[str, str]
     body: dict[str, Any]
     status: int
@@ -120,7 +121,7 @@ class ChatServer:
         fault = self._next_fault(key)
         status, payload = self._reply(fault, headers, body, messages, key)
         with self._lock:
-            self.requests.append(Recorded(key, time.monotonic(), headers, body, status))
+            self.requests.append(Recorded(key, time.monotonic(), time.time(), headers, body, status))
         return fault, status, payload
 
     def _reply(self, fault: Fault, headers: dict[str, str], body: dict[str, Any],

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("llama_cpp")
 
+from kohaku_rag.errors import BackendError  # noqa: E402
 from kohaku_rag.llm import LLMSpec, make_chat_model  # noqa: E402
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ContextOverflowError, Message  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
@@ -33,9 +35,12 @@ def user(text: str) -> tuple[Message, ...]:
 
 def test_schema_constrained_reply(llm: LlamaCppChat) -> None:
     assert isinstance(llm, ChatModel)
-    result = llm.complete(ChatRequest(user("What is 2+2? Reply in JSON."), max_tokens=16, json_schema=SCHEMA))
+    req = ChatRequest(user("What is 2+2? Reply in JSON."), max_tokens=16, json_schema=SCHEMA)
+    result = llm.complete(req)
     assert json.loads(result.text) == {"answer": 4}
     assert result.prompt_tokens > 10 and 0 < result.completion_tokens <= 16 and not result.cached
+    with pytest.raises(BackendError, match="max_tokens=2 before its JSON was complete"):
+        llm.complete(replace(req, max_tokens=2))
 
 
 def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:

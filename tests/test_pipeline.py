@@ -10,7 +10,7 @@ from kohaku_assets.cli import main as cli_main
 from kohaku_assets.runner import instance_for, run_index
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag.index.bm25 import BM25Index
-from kohaku_rag.index.vectors import VectorStore
+from kohaku_rag.search import open_vector_store
 
 DOCS = {
     "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
@@ -39,7 +39,7 @@ def quiet(_msg):
 
 
 def _store_docs(settings):
-    with VectorStore(settings.lake.vectors_path, settings.embedder().dim) as store:
+    with open_vector_store(settings.lake, settings.embedder()) as store:
         return store.document_versions()
 
 
@@ -56,7 +56,7 @@ def test_add_change_delete_and_skip(env):
     (corpus / "water.md").write_text(DOCS["water"] + "\nA new paragraph about drought risk in Arizona.\n")
     changed = run_index(settings, progress=quiet)
     assert changed.recomputed == ["water"] and sorted(changed.skipped) == ["carbon", "gpu"]
-    with VectorStore(settings.lake.vectors_path, settings.embedder().dim) as store:
+    with open_vector_store(settings.lake, settings.embedder()) as store:
         texts = [n.text for n in store.get_nodes([f"water:sec1:p{i}" for i in range(1, 5)]).values()]
     assert any("drought" in t for t in texts)
 

@@ -39,9 +39,10 @@ class LLMSpec:
     """Which model answers.
 
     llama: `model` is the bundled model's name, or a path to a .gguf file (relative paths are
-    under `<lake>/models`); `n_ctx` is its context size and `n_threads` its CPU threads (None: every core). openai: `model` is the server's
-    model name, `base_url` its API root, `api_key_env` the variable holding the key (None for
-    a server without auth).
+    under `<lake>/models`); `n_ctx` is its context size, `n_threads` its CPU threads (None:
+    every core). openai: `model` is the server's model name, `base_url` its API root,
+    `api_key_env` the variable holding the key (None for a server without auth),
+    `max_concurrent` the requests in flight, `context_window` the server model's window.
     """
 
     backend: Backend = "llama"

@@ -83,7 +83,7 @@ class CachedChat:
         results: list[ChatResult | Exception | None] = [self._get(k) for k in keys]
         # Identical requests in one batch (same seed too) are asked once.
         todo: dict[str, ChatRequest] = {}
-        for key, req, res in zip(keys, reqs, results):
+        for key, req, res in zip(keys, reqs, results, strict=True):
             if res is None:
                 todo.setdefault(key, req)
         with self._lock:
@@ -96,7 +96,7 @@ class CachedChat:
                 if isinstance(answer, ChatResult):
                     self._put(key, answer)
                 fresh[key] = answer
-        return [res if res is not None else fresh[key] for key, res in zip(keys, results)]
+        return [res if res is not None else fresh[key] for key, res in zip(keys, results, strict=True)]
 
     def _get(self, key: str) -> ChatResult | None:
         row = self._db.execute(

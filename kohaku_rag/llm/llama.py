@@ -107,7 +107,9 @@ class LlamaCppChat:
     # ---- internals ----------------------------------------------------------------------
 
     def _complete(self, req: ChatRequest) -> ChatResult:
-        llm = self._model()
+        llm = self._model()  # raises a BackendError with the pip command if llama_cpp is absent
+        import llama_cpp
+
         tokens = self._tokens(req.messages)
         if len(tokens) + req.max_tokens > self.context_window:
             raise ContextOverflowError(
@@ -117,8 +119,6 @@ class LlamaCppChat:
                 limit=self.context_window,
             )
         grammar = self._grammar(req.json_schema) if req.json_schema is not None else None
-        import llama_cpp
-
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
         try:
@@ -139,14 +139,14 @@ class LlamaCppChat:
         choice = out["choices"][0]
         text = choice["text"]
         if req.json_schema is not None:
-            if choice.get("finish_reason") == "length":
-                raise BackendError(
-                    f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
-                    "was complete; raise max_tokens"
-                )
             try:
                 json.loads(text)
             except json.JSONDecodeError as exc:
+                if choice.get("finish_reason") == "length":
+                    raise BackendError(
+                        f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
+                        "was complete; raise max_tokens"
+                    ) from None
                 raise BackendError(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
             text = text.strip()
         usage = out.get("usage") or {}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import logging
 import math
 import os
@@ -20,7 +19,7 @@ import re
 import time
 from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timezone
+from datetime import UTC
 from typing import Any, Literal, TypeVar
 
 import httpx
@@ -67,7 +66,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         except (TypeError, ValueError, IndexError):
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         seconds = when.timestamp() - (time.time() if now is None else now)
     return max(0.0, seconds) if math.isfinite(seconds) else None
 

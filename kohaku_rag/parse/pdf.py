@@ -360,7 +360,9 @@ class _Assembler:
             ref = self.lefts.get((b.page, b.column), lb.x0)
         else:
             ref = c.x0
-        hanging = c is not None and c.x0 - lb.x0 >= tol  # reference lists: first line out
+        # reference lists: an entry's first line sticks out left of its continuation (a
+        # line ending a sentence above an indented one is a paragraph end instead)
+        hanging = c is not None and c.x0 - lb.x0 >= tol and not _SENTENCE_END.search(lb.text)
         if _segment(a) != _segment(b):
             # column or page break: the paragraph goes on unless the new column starts
             # with an indent or a hanging line, or the last one ended a sentence
