@@ -113,7 +113,7 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
 def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     doc_id, lake, cfg = context.partition_key, settings.lake, settings.index_config()
-    nodes = ix.indexed_tree(lake, doc_id)
+    nodes = ix.indexed_tree(lake, doc_id, settings.index_config())
     embedder = settings.embedder()
     hits_before = getattr(embedder, "hits", 0)
     ids, matrix = ix.embed_leaves(nodes, embedder, cfg)
@@ -142,7 +142,7 @@ def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings) ->
 )
 def node_embeddings(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     doc_id, lake, cfg = context.partition_key, settings.lake, settings.index_config()
-    nodes = ix.indexed_tree(lake, doc_id)
+    nodes = ix.indexed_tree(lake, doc_id, settings.index_config())
     leaf_ids, _, leaf_matrix = ix.read_vectors(lake, ix.LEAF_EMBEDDINGS, doc_id)
     ids, kinds, matrix = ix.propagate_vectors(nodes, leaf_ids, leaf_matrix, cfg)
     version = ix.stored_version(lake, ix.LEAF_EMBEDDINGS, doc_id) or ""
@@ -162,7 +162,7 @@ def node_embeddings(context: AssetExecutionContext, settings: KohakuSettings) ->
        description="Nodes, vectors and BM25 text of one document: what the indexes are assembled from.")
 def index_rows(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     doc_id, lake = context.partition_key, settings.lake
-    nodes = ix.indexed_tree(lake, doc_id)
+    nodes = ix.indexed_tree(lake, doc_id, settings.index_config())
     ids, _, matrix = ix.read_vectors(lake, ix.NODE_EMBEDDINGS, doc_id)
     source = ix.read_source(lake, doc_id)
     table = ix.index_rows_table(nodes, ids, matrix, source["title"])

@@ -55,6 +55,8 @@ class IndexConfig:
     vision_base_url: str = ""
     vision_model: str = ""
     vision_api_key_env: str | None = "OPENAI_API_KEY"
+    # Index figure and table paragraphs; off gives a text-only index (the figures benchmark's baseline).
+    media_nodes: bool = True
     vision_max_concurrent: int = 4
 
     @property
@@ -63,7 +65,8 @@ class IndexConfig:
 
     @property
     def caption_hash(self) -> str:
-        return stable_hash({"captioner": self.captioner, "url": self.vision_base_url, "model": self.vision_model})
+        return stable_hash({"captioner": self.captioner, "url": self.vision_base_url, "model": self.vision_model,
+                            "media_nodes": self.media_nodes})
 
     @property
     def embed_hash(self) -> str:

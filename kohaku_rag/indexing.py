@@ -247,8 +247,9 @@ def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str]) -> list[N
     return out
 
 
-def indexed_tree(lake: Lake, doc_id: str) -> list[Node]:
-    return apply_captions(read_tree(lake, doc_id), read_captions(lake, doc_id))
+def indexed_tree(lake: Lake, doc_id: str, cfg: IndexConfig) -> list[Node]:
+    nodes = apply_captions(read_tree(lake, doc_id), read_captions(lake, doc_id))
+    return nodes if cfg.media_nodes else [n for n in nodes if n.attachment is Attachment.TEXT]
 
 
 def embed_leaves(nodes: Sequence[Node], embedder: Embedder, cfg: IndexConfig) -> tuple[list[str], np.ndarray]:

@@ -105,7 +105,7 @@ def parent_of(node_id: str) -> str | None:
 
 
 def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]]) -> list[Node]:
-    """Nodes in pre-order. Empty paragraphs and sections are dropped; a figure
+    """Nodes in pre-order. Empty paragraphs and untitled empty sections are dropped; a figure
     without caption text keeps one empty-text sentence-free paragraph so its
     image still reaches the caption step."""
     doc_id = doc.doc_id
@@ -152,8 +152,8 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
                         attachment=para.attachment,
                     )
                 )
-        if j == 0:
-            continue
+        if j == 0 and not sec.title.strip():
+            continue  # a heading-only section ("3. Method" before "3.1 ...") is kept: it is structure
         i += 1
         paragraphs_text = "\n\n".join(n.text for n in body if n.kind is NodeKind.PARAGRAPH and n.text)
         sec_node = Node(

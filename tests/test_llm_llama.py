@@ -44,7 +44,7 @@ def test_schema_constrained_reply(llm: LlamaCppChat) -> None:
 
 
 def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
-    messages = user("Which of 4, 7, 9 is prime? " + "Primes are integers above one. " * 4)
+    messages = user("Which of 4, 7, 9 is prime? " + "Primes are integers above one. " * 2)
     reqs = [ChatRequest(messages, temperature=0.8, max_tokens=3, seed=s) for s in range(3)]
     other = ChatRequest(user("Say hi."), max_tokens=3)
     batch = [reqs[0], other, reqs[1], reqs[2]]
@@ -68,14 +68,14 @@ def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
 
 def test_seed_drives_sampling(llm: LlamaCppChat) -> None:
     def sample(seed: int) -> str:
-        req = ChatRequest(user("Name one random animal."), temperature=1.5, max_tokens=6, seed=seed)
+        req = ChatRequest(user("Name one random animal."), temperature=1.5, max_tokens=4, seed=seed)
         return llm.complete(req).text
 
-    texts = [sample(s) for s in (1, 2, 3, 4)]
+    texts = [sample(s) for s in (1, 2, 3)]
     assert len(set(texts)) >= 2
     assert sample(1) == texts[0]  # same seed, same draw, with the prompt cached this time
     # ... and after another prompt sharing the system message filled the KV cache.
-    llm.complete(ChatRequest(user("Name one random colour."), temperature=1.5, max_tokens=6, seed=1))
+    llm.complete(ChatRequest(user("Name one random colour."), temperature=1.5, max_tokens=2, seed=1))
     assert sample(3) == texts[2]
 
 

@@ -41,6 +41,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return write_sample_corpus(tmp_path_factory.mktemp("samples"))
 
 
+@pytest.fixture(scope="module")
+def parsed_samples(corpus: list[Path]) -> dict[str, ParsedDocument]:
+    return {path.stem: parse_pdf(path, path.stem) for path in corpus}
+
+
 def titles(doc: ParsedDocument) -> list[str]:
     return [s.title for s in doc.sections]
 
@@ -234,14 +239,13 @@ def test_slide_deck_one_section_per_slide(slides: ParsedDocument) -> None:
 # ---------------------------------------------------------------- sample corpus
 
 
-def test_sample_corpus_round_trip(corpus: list[Path]) -> None:
+def test_sample_corpus_round_trip(corpus: list[Path], parsed_samples: dict[str, ParsedDocument]) -> None:
     assert [p.stem for p in corpus] == [s.doc_id for s in SAMPLES]
     meta = (corpus[0].parent / "metadata.csv").read_text().splitlines()
     assert meta[0] == "id,type,title,year,citation,url" and len(meta) == 4
-    for path in corpus:
-        doc = parse_pdf(path, path.stem)
-        assert doc.title == sample_title(path.stem)
-        assert_in_order(titles(doc), sample_headings(path.stem))
+    for doc_id, doc in parsed_samples.items():
+        assert doc.title == sample_title(doc_id)
+        assert_in_order(titles(doc), sample_headings(doc_id))
         text = [p.text for p in paragraphs(doc, Attachment.TEXT)]
         assert not any(t.startswith("kohaku-lake sample corpus |") or t.isdigit() for t in text)
         tables = paragraphs(doc, Attachment.TABLE)
@@ -252,11 +256,11 @@ def test_sample_corpus_round_trip(corpus: list[Path]) -> None:
         assert not any(t.startswith("Figure 1:") for t in text)  # the caption is not repeated
 
 
-def test_sample_corpus_numbers_and_columns(corpus: list[Path]) -> None:
-    gpu = parse_pdf(corpus[0], "sample_gpu_energy")
+def test_sample_corpus_numbers_and_columns(parsed_samples: dict[str, ParsedDocument]) -> None:
+    gpu = parsed_samples["sample_gpu_energy"]
     t1 = next(t for t in paragraphs(gpu, Attachment.TABLE) if t.text.startswith("Table 1:"))
     assert "B | A100 80GB | 64 | 310 | 96 | 1904.6" in t1.text.splitlines()
-    carbon = parse_pdf(corpus[1], "sample_datacenter_carbon")
+    carbon = parsed_samples["sample_datacenter_carbon"]
     t = next(t for t in paragraphs(carbon, Attachment.TABLE))
     assert t.text.splitlines()[1] == "Region | Intensity (gCO2e/kWh) | Facility energy (kWh) | Emissions (kg CO2e)"
     assert "Coal | 800 | 11500 | 9200.0" in t.text

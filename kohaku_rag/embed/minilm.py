@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -51,10 +52,15 @@ def usable_cores() -> int:
 
 
 @lru_cache(maxsize=None)
-def load_session(threads: int) -> ort.InferenceSession:
-    """One ONNX session per process and thread count: loading costs ~0.3 s and 90 MB."""
+def load_session() -> ort.InferenceSession:
+    """One ONNX session per process: loading costs ~0.3 s and ~90 MB, and it is thread-safe.
+
+    One intra-op thread: cores are used by running batches side by side instead (see
+    `MiniLMEmbedder`), because splitting each small GEMM across cores costs more in
+    synchronisation and spin-waiting than it gains on sentence-sized inputs.
+    """
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     # Folds the int8->float casts of the weights once at load time instead of per call.
@@ -76,14 +82,24 @@ def load_tokenizer() -> Tokenizer:
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2: mean pooling over real tokens, then L2 normalisation.
 
+    Texts are tokenised once, sorted by length and cut into batches of at most
+    `batch_size` texts and `max_batch_tokens` padded tokens: little padding, and small
+    activations that stay in cache (measured: 256-512 token batches cost ~20% less CPU
+    than 2048). Batches run on `threads` workers (default: every usable core), each a
+    single-threaded call into the shared session, which releases the GIL. Each row
+    depends only on its own text, so a text's vector does not depend on its batch.
     Symmetric model, so `role` does not change the vectors (and is not in `model_id`).
     """
 
-    def __init__(self, batch_size: int = 32, threads: int | None = None) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    def __init__(self, batch_size: int = 64, max_batch_tokens: int = 512, threads: int | None = None) -> None:
+        if batch_size < 1 or max_batch_tokens < 1:
+            raise ValueError(
+                f"batch_size and max_batch_tokens must be at least 1, got {batch_size}, {max_batch_tokens}"
+            )
         self.batch_size = batch_size
-        self._session = load_session(threads or usable_cores())
+        self.max_batch_tokens = max_batch_tokens
+        self.threads = threads or usable_cores()
+        self._session = load_session()
         self._tokenizer = load_tokenizer()
 
     @property
@@ -99,16 +115,34 @@ class MiniLMEmbedder:
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=True)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
-        # Length-sorted batches pad little; `order` puts each row back where it came from.
-        order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            out[rows] = self._run([encodings[i].ids for i in rows], int(lengths[rows].max()))
+        ids = [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
+        batches = self._batches([len(seq) for seq in ids])
+        if len(batches) == 1 or self.threads == 1:
+            results = [self._run([ids[i] for i in rows]) for rows in batches]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.threads, len(batches))) as pool:
+                results = list(pool.map(lambda rows: self._run([ids[i] for i in rows]), batches))
+        for rows, vectors in zip(batches, results):
+            out[rows] = vectors  # back to the caller's order
         return out
 
-    def _run(self, ids: list[list[int]], width: int) -> np.ndarray:
+    def _batches(self, lengths: list[int]) -> list[list[int]]:
+        """Row indices grouped shortest first, capped by count and by padded token area."""
+        batches: list[list[int]] = []
+        current: list[int] = []
+        for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+            # Sorted ascending, so the newest row is the widest: it sets the padded width.
+            full = len(current) == self.batch_size
+            too_wide = (len(current) + 1) * lengths[i] > self.max_batch_tokens
+            if current and (full or too_wide):
+                batches.append(current)
+                current = []
+            current.append(i)
+        batches.append(current)
+        return batches
+
+    def _run(self, ids: list[list[int]]) -> np.ndarray:
+        width = max(len(seq) for seq in ids)
         input_ids = np.zeros((len(ids), width), dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
         for row, seq in enumerate(ids):

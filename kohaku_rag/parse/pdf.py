@@ -81,14 +81,15 @@ def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline:
     path = Path(path)
     doc = _open(path)
     try:
-        pages = [_Page(p.number + 1, p.rect.width, p.rect.height, page_lines(p, p.number + 1)) for p in _pages(doc, path)]
+        mu_pages = _pages(doc, path)
+        pages = [_Page(p.number + 1, p.rect.width, p.rect.height, _lines(p, path)) for p in mu_pages]
         _check_text(doc, pages, path)
         slides = _is_slide_deck(pages)
         body = body_size(ln for pg in pages for ln in pg.lines)
         drop = margin_lines([pg.lines for pg in pages], [pg.height for pg in pages], body, slides=slides)
         for pg in pages:
             pg.lines = [ln for ln in pg.lines if ln not in drop]
-            _attach_floats(doc[pg.number - 1], pg, path)
+            _attach_floats(mu_pages[pg.number - 1], pg, path)
             if not slides:
                 pg.lines = [ln for ln in pg.lines if not _is_label(ln, body)]
         doc_title, title_source = _document_title(title, doc.metadata or {}, pages)
@@ -118,6 +119,9 @@ def _open(path: Path) -> pymupdf.Document:
         raise DocumentError(path, "file not found")
     if path.stat().st_size == 0:
         raise DocumentError(path, "empty file (0 bytes)")
+    with path.open("rb") as fh:
+        if b"%PDF-" not in fh.read(1024):
+            raise DocumentError(path, "corrupt or not a PDF: no %PDF- header in the first 1 KiB")
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
@@ -141,6 +145,13 @@ def _pages(doc: pymupdf.Document, path: Path) -> list[pymupdf.Page]:
         except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
             raise DocumentError(path, f"corrupt: page {i + 1} cannot be read ({exc})") from exc
     return pages
+
+
+def _lines(page: pymupdf.Page, path: Path) -> list[Line]:
+    try:
+        return page_lines(page, page.number + 1)
+    except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
+        raise DocumentError(path, f"corrupt: the text of page {page.number + 1} cannot be read ({exc})") from exc
 
 
 def _check_text(doc: pymupdf.Document, pages: Sequence[_Page], path: Path) -> None:
@@ -348,9 +359,13 @@ class _Assembler:
         a = self.lines[-1]
         la: Line = a.item  # type: ignore[assignment]
         lb: Line = b.item  # type: ignore[assignment]
+        if a.page == b.page and (_is_fragment(la, self.body) or _is_fragment(lb, self.body)):
+            return False  # a stacked fraction's "1" or a lone sub/superscript
         if abs(la.size - lb.size) > 0.8:
             return True
         tol = 0.6 * lb.size
+        if c is not None and _ITEM_START.match(c.text) and not _ITEM_START.match(lb.text) and lb.x0 - c.x0 >= tol:
+            return False  # the indented last line of a list entry or reference
         ends = bool(_SENTENCE_END.search(la.text))
         if ends and _ITEM_START.match(lb.text):
             return True  # next list item or reference
@@ -375,6 +390,11 @@ class _Assembler:
         a_was_indented = isinstance(before, Line) and la.x0 - before.x0 >= tol
         outdent = la.x0 - lb.x0 >= tol and (hanging or (ends and not a_was_indented))
         return first_indent or outdent
+
+
+def _is_fragment(ln: Line, body: float) -> bool:
+    chars = ln.text.replace(" ", "")
+    return len(chars) <= 3 and (ln.size <= 0.85 * body or not any(ch.isalpha() for ch in chars))
 
 
 def _next_in_segment(placed: Sequence[Placed], i: int) -> Line | None:

@@ -12,7 +12,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pymupdf
 
@@ -353,7 +353,3 @@ def merge_lines_text(parts: Sequence[str]) -> str:
         else:
             out = f"{out} {line}" if out else line
     return out
-
-
-def replace_text(line: Line, text: str) -> Line:
-    return replace(line, text=text)

@@ -9,6 +9,7 @@ below a block of rows) is split at its baselines so each printed row stays one l
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ Word = tuple[float, float, float, float, str]
 
 MIN_RULES = 2  # booktabs tables have at least a top and a bottom rule
 RULE_MIN_WIDTH = 30.0
-MAX_BAND_HEIGHT = 40.0  # taller filled rectangles are panels, not shaded table rows
+MAX_BAND_HEIGHT = 40.0
+_NUMBER = re.compile(r"[-+±−]?[\d.,]+\s*%?")  # taller filled rectangles are panels, not shaded table rows
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,10 @@ def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> list[tuple[st
             rows.extend(split)
         else:
             rows.append([_join(ws) for ws in per_cell])
+    # a header wrapped onto a second grid row ("Intensity" / "(gCO2e/kWh)") is one row
+    if len(rows) >= 3 and rows[1] and not rows[1][0] and not any(_NUMBER.fullmatch(c) for c in rows[1] if c):
+        rows[0] = [f"{a} {b}".strip() for a, b in zip(rows[0], rows[1])]
+        del rows[1]
     # drop columns that are empty everywhere (spanned cells leave them)
     keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
     table = [tuple(r[j] if j < len(r) else "" for j in keep) for r in rows]

@@ -1,0 +1,127 @@
+"""Figures and tables on the shared PDFs, and what caption and table nodes do for retrieval.
+
+    python bench/figures.py [--pdfs ../shared/pdfs] [--work /tmp/kohaku-figures]
+
+Prints, per PDF: figures (raster/vector) and tables found, seconds per figure for
+extraction and for OCR; then, for questions whose answer is visible only in a figure or a
+table, the rank of that node in `kohaku search` with caption and table nodes (default
+index) and without them (text-only index), both built in this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pymupdf
+
+from kohaku_assets.runner import run_index
+from kohaku_assets.settings import KohakuSettings
+from kohaku_rag.captions import OcrCaptioner
+from kohaku_rag.config import RetrievalConfig
+from kohaku_rag.figures import find_figures
+from kohaku_rag.search import open_retriever
+
+REPO = Path(__file__).resolve().parent.parent
+PDFS = {
+    "resnet": "he2015_resnet_1512.03385.pdf",
+    "attention": "vaswani2017_attention_1706.03762.pdf",
+    "slides": "wattbot2025_attentionplease_slides.pdf",
+}
+
+
+@dataclass(frozen=True)
+class VisualQuery:
+    question: str
+    doc_id: str
+    page: int
+    attachment: str  # "table" or "image"
+    answer: str  # a string of the answer that the node must contain
+
+
+# Written from the PDFs: each answer is printed only inside a table or drawn in a figure.
+QUERIES = [
+    VisualQuery("Top-1 error of plain-34 with 10-crop testing on ImageNet validation", "resnet", 5, "table", "28.54"),
+    VisualQuery("How many FLOPs does the 152-layer ImageNet architecture need?", "resnet", 5, "table", "11.3"),
+    VisualQuery("Classification error of ResNet-110 on the CIFAR-10 test set", "resnet", 7, "table", "6.43"),
+    VisualQuery("mAP of ResNet-101 for object detection on the COCO validation set", "resnet", 8, "table", "27.2"),
+    VisualQuery("CIFAR-10 training error of the 56-layer plain network plotted against iterations", "resnet", 1, "image", "iter"),
+    VisualQuery("BLEU of the big Transformer on English-to-German newstest2014", "attention", 8, "table", "28.4"),
+    VisualQuery("Complexity per layer of self-attention versus recurrent layers", "attention", 6, "table", "Recurrent"),
+    VisualQuery("Which blocks make up the Transformer diagram: Add & Norm, Feed Forward, Masked Multi-Head Attention?",
+                "attention", 3, "image", "Norm"),
+    VisualQuery("Recall@1 of the Hybrid (Noise) retrieval pipeline", "slides", 16, "table", "79.49"),
+]
+
+
+def extraction_stats(pdf: Path) -> tuple[int, int, int, float, list[bytes]]:
+    raster = vector = tables = 0
+    images: list[bytes] = []
+    started = time.perf_counter()
+    with pymupdf.open(pdf) as doc:
+        for page in doc:
+            found = page.find_tables()
+            tables += len(found.tables)
+            for fig in find_figures(page, tables=[t.bbox for t in found.tables]):
+                raster += fig.source == "raster"
+                vector += fig.source == "vector"
+                images.append(fig.image)
+    return raster, vector, tables, time.perf_counter() - started, images
+
+
+def build(work: Path, corpus: Path, name: str, config: dict) -> KohakuSettings:
+    lake = work / name
+    shutil.rmtree(lake, ignore_errors=True)
+    cfg_file = work / f"{name}.json"
+    cfg_file.write_text(json.dumps(config))
+    settings = KohakuSettings(lake_root=str(lake), corpus_dir=str(corpus), index_config_file=str(cfg_file))
+    report = run_index(settings, progress=lambda _m: None)
+    if report.failed:
+        raise SystemExit(f"{name}: indexing failed: {report.failed}")
+    return settings
+
+
+def rank_of(settings: KohakuSettings, q: VisualQuery, media: bool) -> str:
+    retriever = open_retriever(settings.lake, settings.index_config())
+    items = retriever.search([q.question], replace(RetrievalConfig(), top_k_final=50, budget_chars=10**9))
+    for rank, item in enumerate(items, start=1):
+        on_page = item.doc_id == q.doc_id and item.page == q.page and q.answer.lower() in item.text.lower()
+        if on_page and (not media or item.attachment == q.attachment):
+            return str(rank)
+    return "-"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pdfs", type=Path, default=REPO.parent / "shared" / "pdfs")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku-figures"))
+    args = parser.parse_args()
+    work: Path = args.work
+    corpus = work / "corpus"
+    shutil.rmtree(corpus, ignore_errors=True)
+    corpus.mkdir(parents=True)
+    ocr = OcrCaptioner()
+    print(f"{'document':<10} {'raster':>6} {'vector':>6} {'tables':>6} {'extract s/fig':>13} {'OCR s/fig':>9}")
+    for doc_id, name in PDFS.items():
+        shutil.copyfile(args.pdfs / name, corpus / f"{doc_id}.pdf")
+        raster, vector, tables, seconds, images = extraction_stats(args.pdfs / name)
+        started = time.perf_counter()
+        for image in images:
+            ocr.read_lines(image)
+        ocr_s = (time.perf_counter() - started) / max(len(images), 1)
+        print(f"{doc_id:<10} {raster:>6} {vector:>6} {tables:>6} {seconds / max(len(images), 1):>13.2f} {ocr_s:>9.2f}")
+    with_media = build(work, corpus, "with_media", {"captioner": "ocr"})
+    text_only = build(work, corpus, "text_only", {"captioner": "none", "media_nodes": False})
+    print(f"\n{'query':<70} {'with':>5} {'without':>8}")
+    for q in QUERIES:
+        print(f"{q.question[:70]:<70} {rank_of(with_media, q, True):>5} {rank_of(text_only, q, False):>8}")
+    print("(rank of the node holding the answer: the table/figure node with caption and table nodes, "
+          "any node on that page containing the answer without them; '-' = not in the top 50)")
+
+
+if __name__ == "__main__":
+    main()
