@@ -28,7 +28,7 @@ from retrieval_eval import evaluate, load_gold  # noqa: E402
 from kohaku_assets.runner import run_index  # noqa: E402
 from kohaku_assets.settings import KohakuSettings  # noqa: E402
 from kohaku_rag.config import RetrievalConfig  # noqa: E402
-from kohaku_rag.index.bm25 import BM25Index, flat_chunks  # noqa: E402
+from kohaku_rag.index.bm25 import BM25Index, flat_chunks, tokenize  # noqa: E402
 from kohaku_rag.parse.payload import IMAGE_PLACEHOLDER  # noqa: E402
 from kohaku_rag.retrieve import ContextItem  # noqa: E402
 from kohaku_rag.search import open_retriever  # noqa: E402
@@ -68,7 +68,7 @@ def flat_baseline(wattbot: Path) -> tuple[BM25Index, dict[str, str]]:
         text = "\n".join(ln for ln in path.read_text(encoding="utf-8").splitlines() if not IMAGE_PLACEHOLDER.match(ln))
         for i, chunk in enumerate(flat_chunks(text, size=800)):
             node_id = f"{path.stem}:chunk{i}"
-            rows.append((node_id, path.stem, chunk))
+            rows.append((node_id, path.stem, tokenize(chunk)))
             texts[node_id] = chunk
     return BM25Index.build(rows), texts
 
@@ -130,6 +130,7 @@ def main() -> None:
 
     questions = load_gold(args.wattbot / "train_QA.csv")
     retriever = open_retriever(settings.lake, settings.index_config())
+    # What `kohaku search` returns before its budget cut; evaluate() packs it to each budget.
     wide = replace(RetrievalConfig(), budget_chars=10**9)
     hier = evaluate(questions, lambda q: retriever.search([q], wide), BUDGETS)
     bm25, texts = flat_baseline(args.wattbot)

@@ -63,13 +63,20 @@ def doc_ranking(items: Sequence[ContextItem]) -> list[str]:
     return seen
 
 
+def _trigrams(text: str) -> set[tuple[str, ...]]:
+    words = text.split()
+    return {tuple(words[i : i + 3]) for i in range(len(words) - 2)}
+
+
 def evidence_found(q: GoldQuestion, items: Sequence[ContextItem]) -> bool:
-    """Found when at least half of the quote's words (by fragment) appear verbatim, after
-    normalisation, in the context."""
-    context = normalise(" \n ".join(i.text for i in items))
-    total = sum(len(f.split()) for f in q.evidence)
-    hit = sum(len(f.split()) for f in q.evidence if f in context)
-    return total > 0 and hit * 2 >= total
+    """Found when at least half of the quote's word trigrams appear, after normalisation,
+    in the context. Trigrams rather than the whole quote, because gold quotes are often
+    trimmed, re-punctuated or taken from another version of the paper."""
+    wanted = set().union(*(_trigrams(f) for f in q.evidence))
+    if not wanted:
+        return False
+    have = _trigrams(normalise(" \n ".join(i.text for i in items)))
+    return len(wanted & have) * 2 >= len(wanted)
 
 
 @dataclass

@@ -85,13 +85,20 @@ class RetrievalConfig:
 
     top_k: int = 24  # dense hits per query and per kind (k applies after the kind filter)
     bm25_top_k: int = 24  # BM25 paragraph hits per query (0 disables BM25)
-    top_k_final: int = 12  # context units kept after the cross-query rerank
+    top_k_final: int = 16  # context units kept after the cross-query rerank (~8,000 characters)
     rerank: Literal["frequency", "score", "combined"] = "combined"
     alpha: float = 0.5  # weight of frequency against score in "combined"
-    # Sentence/paragraph hits from dense and BM25 are fused by reciprocal rank.
+    # Dense and BM25 hits are fused by weighted reciprocal rank. Tuned on WattBot train
+    # (bench/index_wattbot.py): with the bundled MiniLM, dense retrieval alone is far weaker
+    # than BM25, and an equal-weight hybrid loses to BM25; as a light tie-breaker over BM25
+    # (0.1) it adds evidence recall. Raise dense_weight for a stronger embedder.
     rrf_k: float = 60.0
     bm25_weight: float = 1.0
-    dense_weight: float = 1.0
+    dense_weight: float = 0.1
+    # Kinds searched densely, each on its own (k applies after the kind filter). Paragraph
+    # vectors are the length-weighted means of their sentences; adding sentence hits
+    # ("sentence", "paragraph") measured no better on WattBot train and costs 4x the time.
+    dense_kinds: tuple[str, ...] = ("paragraph",)
     expand_to: Literal["paragraph", "section"] = "paragraph"
     dedup: Literal["none", "node_id", "tree"] = "tree"
     threshold: float = 0.0  # minimum dense cosine similarity for a dense hit to count

@@ -140,7 +140,7 @@ class Retriever:
     def query_scores(self, query: str, vector: np.ndarray, cfg: RetrievalConfig) -> dict[str, float]:
         lists: list[tuple[Sequence[str], float]] = []
         if cfg.top_k > 0 and cfg.dense_weight > 0:
-            for kind in ("sentence", "paragraph"):
+            for kind in cfg.dense_kinds:
                 hits = [h for h in self.store.search(vector, kinds=(kind,), k=cfg.top_k) if h.score >= cfg.threshold]
                 lists.append((self._unit_of([h.node_id for h in hits]), cfg.dense_weight))
         if self.bm25 is not None and cfg.bm25_top_k > 0 and cfg.bm25_weight > 0:
