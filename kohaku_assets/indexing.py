@@ -8,6 +8,7 @@ assets declare their upstreams with `deps`.
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import pyarrow.parquet as pq
 from dagster import (
@@ -26,7 +27,7 @@ from dagster import (
 from kohaku_assets.partitions import INDEXING_GROUP, documents
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
-from kohaku_rag.corpus import DocumentMeta, SourceDocument, fetch_document, file_hash, scan_corpus
+from kohaku_rag.corpus import DocumentMeta, SourceDocument, fetch_document, file_hash, find_document
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.search import open_vector_store
 from kohaku_rag.tree import Attachment, Node, NodeKind
@@ -36,14 +37,20 @@ GROUP = INDEXING_GROUP
 
 def _source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
     lake = settings.lake
-    scan = scan_corpus(settings.corpus, lake.sources_dir)
-    if doc_id in scan.documents:
-        return scan.documents[doc_id]
-    if doc_id in scan.missing:
-        meta = scan.missing[doc_id]
-        path = fetch_document(meta, lake.sources_dir)
-        return SourceDocument(doc_id, path, "pdf" if path.suffix == ".pdf" else "text", file_hash(path, meta), meta)
+    found = find_document(settings.corpus, doc_id, lake.sources_dir)
+    if isinstance(found, SourceDocument):
+        return found
+    if isinstance(found, DocumentMeta):
+        path = fetch_document(found, lake.sources_dir)
+        return SourceDocument(doc_id, path, "pdf" if path.suffix == ".pdf" else "text", file_hash(path, found), found)
     raise DocumentError(settings.corpus / doc_id, "is no longer in the corpus folder (and metadata.csv has no URL for it)")
+
+
+def _recorded_source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
+    """The source as `source_document` recorded it, so later steps read the same bytes' hash."""
+    row = ix.read_source(settings.lake, doc_id)
+    meta = DocumentMeta(doc_id, row["title"] if row["title"] != doc_id else "", row["url"])
+    return SourceDocument(doc_id, Path(row["path"]), row["format"], row["content_hash"], meta)
 
 
 def _sample_table(nodes: list[Node], limit: int = 5) -> str:
@@ -79,7 +86,7 @@ def source_document(context: AssetExecutionContext, settings: KohakuSettings) ->
 def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     doc_id = context.partition_key
-    source = _source(settings, doc_id)
+    source = _recorded_source(settings, doc_id)
     nodes, reused = ix.build_document_tree(settings.lake, source, settings.index_config())
     kinds = Counter(str(n.kind) for n in nodes)
     ids = {n.node_id for n in nodes}

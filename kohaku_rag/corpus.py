@@ -125,6 +125,18 @@ def scan_corpus(corpus: Path, fetched_dir: Path | None = None) -> CorpusScan:
     return CorpusScan(documents, missing, skipped)
 
 
+def find_document(corpus: Path, doc_id: str, fetched_dir: Path | None = None) -> SourceDocument | DocumentMeta | None:
+    """One document by id without scanning the whole corpus: the source if a file exists,
+    its metadata row if it is only listed with a URL, else None."""
+    meta = read_metadata(corpus).get(doc_id, DocumentMeta(doc_id))
+    for folder in [corpus] + ([fetched_dir] if fetched_dir is not None else []):
+        for suffix, fmt in SUFFIXES.items():
+            path = folder / f"{doc_id}{suffix}"
+            if path.is_file():
+                return SourceDocument(doc_id, path, fmt, file_hash(path, meta), meta)
+    return meta if meta.url else None
+
+
 def fetch_document(meta: DocumentMeta, dest_dir: Path, *, timeout: float = 60.0) -> Path:
     """Download a document listed in metadata.csv; the URL decides PDF vs other by content type."""
     check_key(meta.doc_id)
