@@ -25,7 +25,7 @@ SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "requ
 def llm() -> LlamaCppChat:
     path = ensure_bundled_model(MODEL_DIR)
     assert path.stat().st_size == BUNDLED_SIZE
-    # One thread: llama.cpp's spinning thread barrier crawls when other jobs share the cores.
+    # One thread: llama.cpp's OpenMP workers spin-wait and crawl when other jobs share the cores.
     return LlamaCppChat(path, n_ctx=512, n_threads=1)
 
 

@@ -17,7 +17,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC
 from typing import Any, Literal, TypeVar
@@ -79,14 +79,14 @@ def normalise_base_url(base_url: str) -> str:
     return url if url.endswith("/v1") else f"{url}/v1"
 
 
-def run_sync(coro: Awaitable[T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, even inside a running event loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)  # type: ignore[arg-type]
+        return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1) as pool:  # a loop is running here (notebook)
-        return pool.submit(asyncio.run, coro).result()  # type: ignore[arg-type]
+        return pool.submit(asyncio.run, coro).result()
 
 
 class OpenAIChat:

@@ -1,0 +1,313 @@
+"""Answering one question: prompt, reference-constrained JSON reply, retries, overflow shrink.
+
+* The prompt puts the context before the question (the paper's reordered prompt; the other
+  order is an option), each snippet as `[ref_id=doc_id] text`, figure and table snippets
+  under "Referenced media". Instructions are short and name the expected unit, so a 1.5B
+  model follows them.
+* The reply schema limits `ref_id` to an enum of the document ids present in the context:
+  the model cannot cite a document it was not shown (reference-constrained decoding).
+* An is_blank reply is asked again with k×2, k×3 ... context units (and budget), up to
+  `max_retries` times; a context overflow drops the lowest-ranked snippets and asks again.
+* Ensemble runs share one prompt and differ only by seed, and are sent together so the
+  embedded backend reuses the prompt's KV cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kohaku_rag.answer_types import BLANK, Answer, Question
+from kohaku_rag.config import RetrievalConfig
+from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
+from kohaku_rag.llm.base import extract_json
+from kohaku_rag.normalise import is_blank_value, normalise_answer
+from kohaku_rag.planner import plan_queries
+from kohaku_rag.qa_config import GenerationPart, QAConfig
+from kohaku_rag.retrieve import ContextItem
+
+SYSTEM = (
+    "You answer questions using only the context passages. Each passage starts with its "
+    "[ref_id=...]. If the passages do not contain the answer, set is_blank to true. "
+    "Reply with JSON only."
+)
+MEDIA = ("image", "table")
+
+
+class Searcher(Protocol):
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]: ...
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One run's answer to one question, with what it cost."""
+
+    question_id: str
+    run: int
+    seed: int
+    answer: Answer
+    attempts: int  # LLM answer calls that counted (1 + is_blank retries)
+    k_used: int  # context snippets in the prompt that produced the answer
+    context_chars: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float  # LLM time of this run (shared prompt evaluation charged to the run that paid it)
+    llm_calls: int
+    cached_calls: int
+    error: str = ""  # set when the LLM failed for good; the answer is then blank
+
+    def as_row(self) -> dict[str, Any]:
+        a = self.answer
+        return {
+            "id": self.question_id,
+            "run": self.run,
+            "seed": self.seed,
+            "answer": a.answer,
+            "answer_value": a.answer_value,
+            "answer_unit": a.answer_unit,
+            "ref_id": list(a.ref_id),
+            "explanation": a.explanation,
+            "supporting_materials": a.supporting_materials,
+            "is_blank": a.is_blank,
+            "attempts": self.attempts,
+            "k_used": self.k_used,
+            "context_chars": self.context_chars,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 4),
+            "llm_calls": self.llm_calls,
+            "cached_calls": self.cached_calls,
+            "error": self.error,
+        }
+
+
+def prediction_from_row(row: dict[str, Any]) -> Prediction:
+    answer = Answer(
+        answer=row["answer"],
+        answer_value=row["answer_value"],
+        answer_unit=row["answer_unit"],
+        ref_id=tuple(row["ref_id"] or ()),
+        explanation=row["explanation"],
+        is_blank=bool(row["is_blank"]),
+        supporting_materials=row["supporting_materials"],
+    )
+    fields = {f.name for f in dataclasses.fields(Prediction)} - {"question_id", "answer"}
+    return Prediction(question_id=row["id"], answer=answer, **{k: row[k] for k in fields})
+
+
+# ── prompt and schema ─────────────────────────────────────────────────────
+
+
+def unit_is_given(unit: str) -> bool:
+    return not is_blank_value(unit)
+
+
+def format_context(items: Sequence[ContextItem]) -> str:
+    text = [f"[ref_id={i.doc_id}] {_one_line(i.text)}" for i in items if i.attachment not in MEDIA]
+    media = [f"[ref_id={i.doc_id}] ({i.attachment}, page {i.page}) {_one_line(i.text)}"
+             for i in items if i.attachment in MEDIA]
+    parts = ["Context:", *text] if text else ["Context: (none)"]
+    if media:
+        parts += ["", "Referenced media:", *media]
+    return "\n".join(parts)
+
+
+def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True) -> tuple[Message, ...]:
+    unit = question.answer_unit.strip()
+    if unit_is_given(unit):
+        unit_line = f"Answer unit: {unit}"
+        value_rule = f"answer_value: only the number in {unit} (no unit, no commas), or a range as [low,high]."
+    else:
+        unit_line = "Answer unit: none"
+        value_rule = ("answer_value: the name or short phrase; for a true/false question 1 (true) or 0 (false); "
+                      "for a count, the number.")
+    task = "\n".join([
+        f"Question: {question.question}",
+        unit_line,
+        "",
+        "Fill in the JSON:",
+        "explanation: one short sentence with the fact from the context.",
+        "answer: the answer in a few words.",
+        value_rule,
+        "ref_id: the ref_id of each passage you used.",
+        "is_blank: true only if the context does not answer the question.",
+    ])
+    context = format_context(items)
+    user = f"{context}\n\n{task}" if reordered else f"{task}\n\n{context}"
+    return (Message("system", SYSTEM), Message("user", user))
+
+
+def answer_schema(doc_ids: Sequence[str], unit: str) -> dict[str, Any]:
+    """The reply's JSON schema; ref_id may only name the given documents."""
+    refs: dict[str, Any] = (
+        {"type": "array", "items": {"type": "string", "enum": list(doc_ids)}, "minItems": 1, "maxItems": 3}
+        if doc_ids
+        else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
+    )
+    unit_schema: dict[str, Any] = {"type": "string", "enum": [unit]} if unit else {"type": "string"}
+    return {
+        "title": "answer",
+        "type": "object",
+        "properties": {
+            "explanation": {"type": "string", "maxLength": 240},
+            "answer": {"type": "string", "maxLength": 120},
+            "answer_value": {"type": "string", "maxLength": 80},
+            "answer_unit": unit_schema,
+            "ref_id": refs,
+            "is_blank": {"type": "boolean"},
+        },
+        "required": ["explanation", "answer", "answer_value", "answer_unit", "ref_id", "is_blank"],
+        "additionalProperties": False,
+    }
+
+
+def context_doc_ids(items: Sequence[ContextItem]) -> list[str]:
+    return list(dict.fromkeys(i.doc_id for i in items))
+
+
+def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int) -> ChatRequest:
+    unit = question.answer_unit.strip() or BLANK
+    return ChatRequest(
+        build_messages(question, items, gen.use_reordered_prompt),
+        temperature=gen.temperature,
+        max_tokens=gen.max_tokens,
+        seed=seed,
+        json_schema=answer_schema(context_doc_ids(items), unit),
+    )
+
+
+def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer:
+    """The reply as a normalised Answer; unusable replies and is_blank become the abstention."""
+    raw = extract_json(text)
+    data = json.loads(raw) if raw is not None else None
+    if not isinstance(data, dict) or data.get("is_blank") is True:
+        return Answer.blank(question.answer_unit)
+    refs = data.get("ref_id")
+    refs = [refs] if isinstance(refs, str) else refs if isinstance(refs, list) else []
+    allowed = {d.lower(): d for d in doc_ids}
+    cited = tuple(dict.fromkeys(allowed[r.strip().lower()] for r in refs
+                                if isinstance(r, str) and r.strip().lower() in allowed))
+    answer = Answer(
+        answer=str(data.get("answer") or "").strip(),
+        answer_value=str(data.get("answer_value") or "").strip(),
+        answer_unit=str(data.get("answer_unit") or question.answer_unit),
+        ref_id=cited,
+        explanation=str(data.get("explanation") or "").strip(),
+    )
+    return normalise_answer(answer, question.answer_unit, known_ref_ids=doc_ids)
+
+
+# ── answering ─────────────────────────────────────────────────────────────
+
+
+def deepen(cfg: RetrievalConfig, level: int) -> RetrievalConfig:
+    """Retry level n (1 = first try): n× the context units and n× the character budget."""
+    return dataclasses.replace(cfg, top_k_final=cfg.top_k_final * level, budget_chars=cfg.budget_chars * level)
+
+
+@dataclass
+class _Run:
+    seed: int
+    attempts: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    llm_calls: int = 0
+    cached_calls: int = 0
+    answer: Answer | None = None
+    items: tuple[ContextItem, ...] = ()
+    error: str = ""
+
+
+def _ask(chat: ChatModel, question: Question, items: list[ContextItem], gen: GenerationPart,
+         runs: Sequence[_Run]) -> list[ContextItem]:
+    """Ask every run with `items`; on overflow, drop the lowest-ranked quarter and ask again.
+
+    Returns the items the successful prompt used. Each run's counters and answer are updated.
+    """
+    while True:
+        reqs = [answer_request(question, items, gen, r.seed) for r in runs]
+        results = chat.complete_many(reqs)
+        if any(isinstance(res, ContextOverflowError) for res in results) and items:
+            items = items[: min(len(items) - 1, (len(items) * 3) // 4)]
+            continue
+        doc_ids = context_doc_ids(items)
+        for run, res in zip(runs, results, strict=True):
+            run.attempts += 1
+            run.items = tuple(items)
+            if isinstance(res, Exception):
+                run.error = f"{type(res).__name__}: {res}"
+                run.answer = Answer.blank(question.answer_unit)
+                continue
+            _count(run, res)
+            run.answer = parse_reply(res.text, question, doc_ids)
+        return items
+
+
+def _count(run: _Run, res: ChatResult) -> None:
+    run.llm_calls += 1
+    run.cached_calls += int(res.cached)
+    run.prompt_tokens += res.prompt_tokens
+    run.completion_tokens += res.completion_tokens
+    run.seconds += res.seconds
+
+
+def answer_runs(
+    question: Question,
+    queries: Sequence[str],
+    searcher: Searcher,
+    chat: ChatModel,
+    cfg: QAConfig,
+    seeds: Sequence[int],
+    first_context: Sequence[ContextItem] | None = None,
+) -> list[Prediction]:
+    """One Prediction per seed (run i has seed seeds[i]). `first_context` is the level-1
+    context when it was retrieved (and stored) before; deeper levels are searched here."""
+    search_cfg = cfg.retrieval.search
+    runs = [_Run(seed) for seed in seeds]
+    level_items: dict[int, list[ContextItem]] = {
+        1: list(first_context) if first_context is not None else searcher.search(queries, search_cfg)
+    }
+    pending = runs
+    for level in range(1, cfg.generation.max_retries + 2):
+        if level not in level_items:
+            level_items[level] = searcher.search(queries, deepen(search_cfg, level))
+            if [i.node_id for i in level_items[level]] == [i.node_id for i in level_items[level - 1]]:
+                break  # nothing more to find: a deeper retry would ask the same thing
+        _ask(chat, question, level_items[level], cfg.generation, pending)
+        pending = [r for r in pending if r.answer is not None and r.answer.is_blank and not r.error]
+        if not pending:
+            break
+    out = []
+    for index, run in enumerate(runs):
+        assert run.answer is not None
+        out.append(Prediction(
+            question_id=question.id, run=index, seed=run.seed, answer=run.answer, attempts=run.attempts,
+            k_used=len(run.items), context_chars=sum(len(i.text) for i in run.items),
+            prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens, seconds=run.seconds,
+            llm_calls=run.llm_calls, cached_calls=run.cached_calls, error=run.error,
+        ))
+    return out
+
+
+def plan_for(question: Question, chat: ChatModel, cfg: QAConfig) -> tuple[str, ...]:
+    if not cfg.retrieval.use_planner:
+        return (question.question,)
+    return plan_queries(question.question, chat, cfg.retrieval.planner_max_queries).queries
+
+
+def answer_question(question: Question, retriever: Searcher, chat: ChatModel, cfg: QAConfig,
+                    seed: int = 0) -> Prediction:
+    """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all of it)."""
+    started = time.perf_counter()
+    queries = plan_for(question, chat, cfg)
+    (prediction,) = answer_runs(question, queries, retriever, chat, cfg, [seed])
+    return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,210 @@
+"""A question-answering configuration as data, in three parts with their own hashes.
+
+The parts nest: retrieval ⊂ generation ⊂ voting. `retrieval_hash` covers what decides the
+context (the question file, the planner, the search settings); `generation_hash` adds what
+decides an answer (the LLM, sampling, prompt order, retries); `voting_hash` adds how runs are
+combined. A change to one part therefore reuses everything stored under the earlier hashes:
+a new temperature reuses the retrieved contexts, a new vote mode reuses the predictions.
+
+A config file (TOML or JSON) has top-level `questions` and `[retrieval]`, `[generation]`
+(with an optional `[generation.llm]`) and `[voting]` tables; retrieval keys are the
+`RetrievalConfig` keys plus `use_planner` and `planner_max_queries`. One file is one config,
+named by its file stem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kohaku_rag.config import RetrievalConfig, from_mapping, stable_hash
+from kohaku_rag.lake import check_key
+from kohaku_rag.llm import LLMSpec
+from kohaku_rag.vote import TIEBREAKS, VOTE_MODES
+
+CONFIG_SUFFIXES = (".toml", ".json")
+
+
+def default_questions() -> str:
+    """KOHAKU_QUESTIONS, else the WattBot training set next to the repository."""
+    env = os.environ.get("KOHAKU_QUESTIONS")
+    if env:
+        return env
+    return str(Path(__file__).resolve().parents[2] / "shared" / "wattbot" / "train_QA.csv")
+
+
+@dataclass(frozen=True)
+class RetrievalPart:
+    # The paper's planner: the LLM writes up to n search queries; the question is always one.
+    use_planner: bool = True
+    planner_max_queries: int = 3
+    # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
+    # window for the prompt, the reply, and one deepening retry (see answer.py).
+    search: RetrievalConfig = field(default_factory=RetrievalConfig)
+
+    def __post_init__(self) -> None:
+        if self.planner_max_queries < 1:
+            raise ValueError(f"planner_max_queries must be at least 1, got {self.planner_max_queries}")
+
+
+@dataclass(frozen=True)
+class GenerationPart:
+    llm: LLMSpec = field(default_factory=LLMSpec)
+    # Above 0 so ensemble runs (which differ only by seed) can disagree; low enough that a
+    # single run stays close to greedy.
+    temperature: float = 0.3
+    max_tokens: int = 320
+    use_reordered_prompt: bool = True  # context before the question (the paper's finding)
+    # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
+    max_retries: int = 2
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
+
+
+@dataclass(frozen=True)
+class VotingPart:
+    runs: int = 1
+    mode: str = "answer_priority"
+    ignore_blank: bool = True
+    tiebreak: str = "first"
+
+    def __post_init__(self) -> None:
+        if self.runs < 1:
+            raise ValueError(f"runs must be at least 1, got {self.runs}")
+        if self.mode not in VOTE_MODES:
+            raise ValueError(f"vote mode {self.mode!r} is not one of {', '.join(VOTE_MODES)}")
+        if self.tiebreak not in TIEBREAKS:
+            raise ValueError(f"tiebreak {self.tiebreak!r} is not one of {', '.join(TIEBREAKS)}")
+
+
+@dataclass(frozen=True)
+class QAConfig:
+    questions: str = field(default_factory=default_questions)
+    retrieval: RetrievalPart = field(default_factory=RetrievalPart)
+    generation: GenerationPart = field(default_factory=GenerationPart)
+    voting: VotingPart = field(default_factory=VotingPart)
+
+    @property
+    def retrieval_hash(self) -> str:
+        payload: dict[str, Any] = {"questions": self.questions, "retrieval": dataclasses.asdict(self.retrieval)}
+        if self.retrieval.use_planner:
+            # The planner's queries depend on which model writes them, not on how it is reached.
+            llm = self.generation.llm
+            payload["planner_llm"] = [llm.backend, llm.model, llm.base_url, llm.n_ctx]
+        return stable_hash(payload)
+
+    @property
+    def generation_hash(self) -> str:
+        gen = dataclasses.asdict(self.generation)
+        # Concurrency changes throughput, never a reply.
+        gen["llm"].pop("max_concurrent", None)
+        gen["llm"].pop("n_threads", None)
+        return stable_hash({"retrieval": self.retrieval_hash, "generation": gen})
+
+    @property
+    def voting_hash(self) -> str:
+        return stable_hash({"generation": self.generation_hash, "voting": dataclasses.asdict(self.voting)})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -> QAConfig:
+    """Build a QAConfig from parsed TOML/JSON, refusing unknown keys by name.
+
+    A relative `questions` path is taken relative to `base_dir` (the config file's folder).
+    """
+    data = dict(data)
+    unknown = sorted(set(data) - {"questions", "retrieval", "generation", "voting"})
+    if unknown:
+        raise ValueError(f"unknown QAConfig keys {unknown}; known: questions, retrieval, generation, voting")
+    retrieval = dict(data.get("retrieval") or {})
+    planner = {k: retrieval.pop(k) for k in ("use_planner", "planner_max_queries") if k in retrieval}
+    if "dense_kinds" in retrieval:
+        retrieval["dense_kinds"] = tuple(retrieval["dense_kinds"])
+    generation = dict(data.get("generation") or {})
+    llm = from_mapping(LLMSpec, dict(generation.pop("llm", None) or {}))
+    questions = str(data.get("questions") or default_questions())
+    if base_dir is not None and not Path(questions).is_absolute():
+        questions = str((base_dir / questions).resolve())
+    return QAConfig(
+        questions=questions,
+        retrieval=RetrievalPart(search=from_mapping(RetrievalConfig, retrieval), **planner),
+        generation=from_mapping(GenerationPart, {**generation, "llm": llm}),
+        voting=from_mapping(VotingPart, dict(data.get("voting") or {})),
+    )
+
+
+def read_config_data(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"config file {path}: {exc}") from exc
+
+
+def load_qa_config(path: Path) -> QAConfig:
+    """One config file; errors name the file."""
+    path = Path(path)
+    if path.suffix not in CONFIG_SUFFIXES:
+        raise ValueError(f"config file {path}: use a .toml or .json file")
+    check_key(path.stem)
+    data = read_config_data(path)
+    try:
+        return qa_config_from_mapping(data, path.parent)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"config file {path}: {exc}") from exc
+
+
+def config_files(folder: Path) -> dict[str, Path]:
+    """name -> file for every config in `folder` (hidden files skipped; a name used twice is an error)."""
+    folder = Path(folder)
+    found: dict[str, Path] = {}
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.iterdir()):
+        if path.suffix not in CONFIG_SUFFIXES or path.name.startswith("."):
+            continue
+        if path.stem in found:
+            raise ValueError(f"config {path.stem!r} is defined twice: {found[path.stem].name} and {path.name}")
+        found[path.stem] = path
+    return found
+
+
+def load_configs(folder: Path) -> dict[str, QAConfig]:
+    return {name: load_qa_config(path) for name, path in config_files(folder).items()}
+
+
+def dump_toml(cfg: QAConfig) -> str:
+    """A config file holding `cfg` (every key written, so the file documents the defaults)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(str(v))
+
+    def table(name: str, items: dict[str, Any]) -> list[str]:
+        lines = [f"[{name}]"]
+        lines += [f"{k} = {value(v)}" for k, v in items.items() if v is not None and not isinstance(v, dict)]
+        return lines + [""]
+
+    data = cfg.as_dict()
+    retrieval = {**{k: v for k, v in data["retrieval"].items() if k != "search"}, **data["retrieval"]["search"]}
+    generation = {k: v for k, v in data["generation"].items() if k != "llm"}
+    lines = [f"questions = {value(cfg.questions)}", ""]
+    lines += table("retrieval", retrieval) + table("generation", generation)
+    lines += table("generation.llm", data["generation"]["llm"]) + table("voting", data["voting"])
+    return "\n".join(lines)
