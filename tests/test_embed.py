@@ -96,9 +96,11 @@ def test_minilm_session_loaded_once_per_process() -> None:
     assert load_session.cache_info().currsize == 1
 
 
-def test_embed_refuses_a_bare_string(minilm: MiniLMEmbedder) -> None:
+def test_embed_refuses_a_bare_string_and_unknown_role(minilm: MiniLMEmbedder, tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="wrap it in a list"):
         minilm.embed("not a list")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="role must be"):
+        CachedEmbedder(minilm, tmp_path).embed(["x"], role="document")  # type: ignore[arg-type]
 
 
 def test_e5_unit_vectors_similarity_and_roles() -> None:

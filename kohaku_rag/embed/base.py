@@ -34,8 +34,11 @@ def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-def check_texts(texts: Sequence[str]) -> list[str]:
-    """The texts as a list, refusing a bare str (which would embed its characters)."""
+def check_texts(texts: Sequence[str], role: str = "passage") -> list[str]:
+    """The texts as a list, refusing a bare str (which would embed its characters) and an
+    unknown role (which would silently open a separate cache namespace)."""
+    if role not in ("passage", "query"):
+        raise ValueError(f"role must be 'passage' or 'query', got {role!r}")
     if isinstance(texts, str):
         raise TypeError("embed() takes a sequence of texts, not a single str: wrap it in a list")
     items = list(texts)

@@ -71,7 +71,7 @@ class CachedEmbedder:
         return self.inner.dim
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
-        texts = check_texts(texts)
+        texts = check_texts(texts, role)
         if not texts:
             return self.inner.embed([], role=role)
         model_id = self.inner.model_id

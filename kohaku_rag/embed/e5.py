@@ -46,9 +46,7 @@ class E5Embedder:
         return DIM
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
-        texts = check_texts(texts)
-        if role not in ("passage", "query"):
-            raise ValueError(f"role must be 'passage' or 'query', got {role!r}")
+        texts = check_texts(texts, role)
         encode = self._model.query if role == "query" else self._model.passage
         out = np.empty((len(texts), DIM), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):

@@ -71,9 +71,7 @@ class JinaEmbedder:
         return self._client.dim
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
-        texts = check_texts(texts)
-        if role not in self.tasks:
-            raise ValueError(f"role must be 'passage' or 'query', got {role!r}")
+        texts = check_texts(texts, role)
         task = self.tasks[role]
         return self._client.embed(texts, self.batch_size, lambda batch: self._body(batch, task))
 

@@ -111,7 +111,7 @@ class MiniLMEmbedder:
         return DIM
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
-        texts = check_texts(texts)
+        texts = check_texts(texts, role)
         out = np.empty((len(texts), DIM), dtype=np.float32)
         if not texts:
             return out

@@ -70,7 +70,7 @@ class OpenAIEmbedder:
         return self._client.dim
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
-        texts = check_texts(texts)
+        texts = check_texts(texts, role)
         return self._client.embed(texts, self.batch_size, self._body)
 
     def _body(self, batch: list[str]) -> dict[str, Any]:
