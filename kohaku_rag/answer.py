@@ -116,21 +116,27 @@ def format_context(items: Sequence[ContextItem]) -> str:
     return "\n".join(parts)
 
 
+def is_true_false(question: Question) -> bool:
+    return question.question.strip().lower().startswith(("true or false", "true/false"))
+
+
 def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True) -> tuple[Message, ...]:
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
         value_rule = f"answer_value: only the number in {unit} (no unit, no commas), or a range as [low,high]."
+    elif is_true_false(question):
+        unit_line = "Answer unit: none (a true/false statement)"
+        value_rule = "answer_value: 1 if the context shows the statement is true, 0 if it is false."
     else:
         unit_line = "Answer unit: none"
-        value_rule = ("answer_value: the name or short phrase; for a true/false question 1 (true) or 0 (false); "
-                      "for a count, the number.")
+        value_rule = "answer_value: the exact name or term as written in the context."
     task = "\n".join([
         f"Question: {question.question}",
         unit_line,
         "",
         "Fill in the JSON:",
-        "explanation: one short sentence with the fact from the context.",
+        "explanation: a few words quoting the fact from the context.",
         "answer: the answer in a few words.",
         value_rule,
         "ref_id: the ref_id of each passage you used.",
@@ -141,7 +147,7 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
     return (Message("system", SYSTEM), Message("user", user))
 
 
-def answer_schema(doc_ids: Sequence[str], unit: str) -> dict[str, Any]:
+def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents."""
     refs: dict[str, Any] = (
         {"type": "array", "items": {"type": "string", "enum": list(doc_ids)}, "minItems": 1, "maxItems": 3}
@@ -149,13 +155,15 @@ def answer_schema(doc_ids: Sequence[str], unit: str) -> dict[str, Any]:
         else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
     )
     unit_schema: dict[str, Any] = {"type": "string", "enum": [unit]} if unit else {"type": "string"}
+    value: dict[str, Any] = {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
+    # Short string caps bound the generation time on a slow CPU model.
     return {
         "title": "answer",
         "type": "object",
         "properties": {
-            "explanation": {"type": "string", "maxLength": 240},
-            "answer": {"type": "string", "maxLength": 120},
-            "answer_value": {"type": "string", "maxLength": 80},
+            "explanation": {"type": "string", "maxLength": 120},
+            "answer": {"type": "string", "maxLength": 80},
+            "answer_value": value,
             "answer_unit": unit_schema,
             "ref_id": refs,
             "is_blank": {"type": "boolean"},
@@ -176,7 +184,7 @@ def answer_request(question: Question, items: Sequence[ContextItem], gen: Genera
         temperature=gen.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), unit),
+        json_schema=answer_schema(context_doc_ids(items), unit, is_true_false(question)),
     )
 
 

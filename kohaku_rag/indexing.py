@@ -26,7 +26,7 @@ from kohaku_rag.propagate import propagate
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 EMBED_VERSION = "1"
 
 # Asset (= lake table) names, shared by the library and the Dagster layer.

@@ -35,7 +35,7 @@ def plan_schema(n: int) -> dict[str, object]:
         "properties": {
             "queries": {
                 "type": "array",
-                "items": {"type": "string", "minLength": 3, "maxLength": 120},
+                "items": {"type": "string", "minLength": 3, "maxLength": 80},
                 "minItems": 1,
                 "maxItems": n,
             }
@@ -57,7 +57,7 @@ def plan_request(question: str, max_queries: int) -> ChatRequest:
     return ChatRequest(
         (Message("system", SYSTEM), Message("user", user)),
         temperature=0.0,
-        max_tokens=40 * extra + 20,
+        max_tokens=30 * extra + 20,
         seed=0,
         json_schema=plan_schema(extra),
     )

@@ -16,12 +16,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from kohaku_rag.errors import DocumentError
+from kohaku_rag.parse.pdf_layout import merge_lines_text
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
 
 # KohakuRAG's pdf_utils writes these for every embedded image; they carry no content.
 IMAGE_PLACEHOLDER = re.compile(r"^\s*\[Image page=\d+ idx=\d+[^\]]*\].*$")
-_HYPHEN_END = re.compile(r"[a-z]-$")
 _SENTENCE_END = re.compile(r"[.:?!]['\")\]]?$")
 _MD_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _MD_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}")
@@ -31,19 +31,8 @@ MIN_PARAGRAPH_CHARS = 120
 
 
 def join_lines(lines: list[str]) -> str:
-    """Join hard-wrapped lines, repairing end-of-line hyphenation ("emis-" + "sions")."""
-    out = ""
-    for raw in lines:
-        line = raw.strip()
-        if not line:
-            continue
-        if out and _HYPHEN_END.search(out) and line[:1].islower():
-            out = out[:-1] + line
-        elif out:
-            out += " " + line
-        else:
-            out = line
-    return out
+    """Join hard-wrapped lines with the PDF parser's hyphenation repair ("emis-" + "sions")."""
+    return merge_lines_text(lines)
 
 
 def _split_long(text: str, limit: int) -> list[str]:
