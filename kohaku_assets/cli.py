@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", parents=[common], help="generate the sample corpus, index it and search it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_demo)
+
+    from kohaku_assets.qa_cli import add_parsers
+
+    add_parsers(sub, common, _settings)
     return parser
 
 

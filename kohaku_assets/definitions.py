@@ -19,6 +19,7 @@ from dagster import (
 
 from kohaku_assets.assets import INDEXES, PER_DOCUMENT
 from kohaku_assets.partitions import documents
+from kohaku_assets.qa import QA_ASSETS, answer_config_job, configs_sensor
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
 from kohaku_rag.corpus import scan_corpus
@@ -96,9 +97,9 @@ def nightly_reindex(context: ScheduleEvaluationContext) -> list[RunRequest] | Sk
 
 
 defs = Definitions(
-    assets=[*PER_DOCUMENT, *INDEXES],
-    jobs=[index_document_job, assemble_indexes_job],
-    sensors=[corpus_sensor],
+    assets=[*PER_DOCUMENT, *INDEXES, *QA_ASSETS],
+    jobs=[index_document_job, assemble_indexes_job, answer_config_job],
+    sensors=[corpus_sensor, configs_sensor],
     schedules=[nightly_reindex],
     resources={"settings": settings},
 )

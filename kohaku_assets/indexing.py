@@ -53,6 +53,15 @@ def _recorded_source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
     return SourceDocument(doc_id, Path(row["path"]), row["format"], row["content_hash"], meta)
 
 
+def _documents_table(rows: list[tuple[str, int, str]]) -> str:
+    """Nodes per document as a table with a text bar, so outliers (an empty parse, a
+    runaway one) stand out in the UI."""
+    top = max((n for _, n, _ in rows), default=1) or 1
+    lines = ["| document | nodes | | updated |", "|---|---:|---|---|"]
+    lines += [f"| {d} | {n} | {'█' * max(1, round(20 * n / top))} | {u} |" for d, n, u in rows]
+    return "\n".join(lines)
+
+
 def _sample_table(nodes: list[Node], limit: int = 5) -> str:
     rows = ["| node_id | kind | page | text |", "|---|---|---|---|"]
     picks = [n for n in nodes if n.kind is NodeKind.PARAGRAPH][:limit]
@@ -203,6 +212,7 @@ def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
     stats = ix.assemble_vector_index(lake, registered, embedder.dim, embedder.model_id)
     with open_vector_store(lake, embedder) as store:
         counts = {kind: store.count(kind) for kind in ("sentence", "paragraph")}
+        per_doc = [(d.doc_id, d.n_nodes, d.updated_at[:19]) for d in store.documents()]
     # Every document's stored vectors must have the dimension the index is queried with.
     dims = {d: ix.stored_dim(lake, d) for d in registered}
     wrong = {d: n for d, n in dims.items() if n is not None and n != embedder.dim}
@@ -215,6 +225,7 @@ def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
             **{f"vectors/{k}": v for k, v in counts.items()},
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(lake.vectors_path)),
+            "per_document": MetadataValue.md(_documents_table(per_doc)),
         },
         check_results=[AssetCheckResult(check_name="index_dims_agree", passed=not wrong,
                                         metadata={"dim": embedder.dim, "mismatched": MetadataValue.json(wrong)})],

@@ -59,6 +59,12 @@ class Prediction:
     llm_calls: int
     cached_calls: int
     error: str = ""  # set when the LLM failed for good; the answer is then blank
+    context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
+
+    def cited(self) -> list[ContextItem]:
+        """The context snippets of the documents the answer cites (node ids and pages)."""
+        refs = set(self.answer.ref_id)
+        return [i for i in self.context if i.doc_id in refs]
 
     def as_row(self) -> dict[str, Any]:
         a = self.answer
@@ -82,6 +88,7 @@ class Prediction:
             "llm_calls": self.llm_calls,
             "cached_calls": self.cached_calls,
             "error": self.error,
+            "cited_nodes": [i.node_id for i in self.cited()],
         }
 
 
@@ -95,7 +102,7 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
         is_blank=bool(row["is_blank"]),
         supporting_materials=row["supporting_materials"],
     )
-    fields = {f.name for f in dataclasses.fields(Prediction)} - {"question_id", "answer"}
+    fields = {f.name for f in dataclasses.fields(Prediction)} - {"question_id", "answer", "context"}
     return Prediction(question_id=row["id"], answer=answer, **{k: row[k] for k in fields})
 
 
@@ -297,7 +304,7 @@ def answer_runs(
             question_id=question.id, run=index, seed=run.seed, answer=run.answer, attempts=run.attempts,
             k_used=len(run.items), context_chars=sum(len(i.text) for i in run.items),
             prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens, seconds=run.seconds,
-            llm_calls=run.llm_calls, cached_calls=run.cached_calls, error=run.error,
+            llm_calls=run.llm_calls, cached_calls=run.cached_calls, error=run.error, context=run.items,
         ))
     return out
 

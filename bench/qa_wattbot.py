@@ -1,0 +1,154 @@
+"""WattBot score of the answering pipeline with the embedded LLM, against a naive baseline.
+
+In one run, question by question (so partial results are comparable when stopped early):
+  naive     the question alone, flat BM25 over 800-character chunks of the WattBot text,
+            one run, no planner, no retries, the same LLM, prompt and context budget;
+  kohaku    the default QAConfig (planner, hybrid hierarchical retrieval, combined rerank,
+            context before question, is_blank retries), 5 runs that differ only by seed:
+            run 0 alone is the single-run score, runs 0-2 and 0-4 voted are the ensembles.
+Seconds per question: baseline and single = planner + retrieval + LLM time of run 0; an
+ensemble adds its extra runs' LLM time (they share the prompt's KV cache). Then everything
+is asked again through the response cache and the LLM calls it saved are counted.
+
+    python bench/qa_wattbot.py --lake LAKE [--limit N] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from index_wattbot import flat_baseline  # noqa: E402
+
+from kohaku_rag.answer import answer_runs, plan_for  # noqa: E402
+from kohaku_rag.answer_types import Answer, load_questions  # noqa: E402
+from kohaku_rag.config import IndexConfig, RetrievalConfig  # noqa: E402
+from kohaku_rag.index.bm25 import BM25Index  # noqa: E402
+from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.llm import CachedChat  # noqa: E402
+from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
+from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.qa_config import GenerationPart, QAConfig, RetrievalPart  # noqa: E402
+from kohaku_rag.retrieve import ContextItem, pack  # noqa: E402
+from kohaku_rag.score import score_predictions  # noqa: E402
+from kohaku_rag.search import open_retriever  # noqa: E402
+from kohaku_rag.vote import vote  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class FlatSearcher:
+    """The naive baseline: BM25 over flat chunks, packed into the same character budget."""
+
+    def __init__(self, bm25: BM25Index, texts: dict[str, str]) -> None:
+        self.bm25, self.texts = bm25, texts
+
+    def search(self, queries, cfg: RetrievalConfig) -> list[ContextItem]:
+        hits = self.bm25.search(queries[0], cfg.top_k_final)
+        items = [ContextItem(node_id.split(":")[0], node_id, "chunk", None, score, self.texts[node_id])
+                 for node_id, score in hits]
+        return pack(items, cfg.budget_chars)
+
+
+@dataclass
+class System:
+    name: str
+    preds: dict[str, Answer] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+    def line(self, gold) -> str:
+        asked = [q for q in gold if q.id in self.preds]
+        if not asked:
+            return f"{self.name:<14} (nothing yet)"
+        r = score_predictions(asked, self.preds)
+        return (f"{self.name:<14} n={len(asked):>3} final={r.final:.3f} value={r.value:.3f} ref={r.ref:.3f} "
+                f"na={r.na:.3f}  s/question={sum(self.seconds) / len(self.seconds):6.1f}")
+
+
+def report(systems: list[System], gold, title: str) -> None:
+    print(f"\n== {title}", flush=True)
+    for s in systems:
+        print(s.line(gold), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lake", type=Path, required=True, help="a lake with the WattBot index built")
+    parser.add_argument("--wattbot", type=Path, default=REPO.parent / "shared" / "wattbot")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/qa_bench"), help="response cache (emptied first)")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+
+    questions = load_questions(args.wattbot / "train_QA.csv")
+    if args.limit:
+        questions = questions[: args.limit]
+    shutil.rmtree(args.work / "llm", ignore_errors=True)
+    model = ensure_bundled_model(REPO / ".models")
+    inner = LlamaCppChat(model, n_ctx=4096, n_threads=args.threads)
+
+    kohaku_cfg = QAConfig(questions=str(args.wattbot / "train_QA.csv"))
+    naive_cfg = replace(kohaku_cfg, retrieval=RetrievalPart(use_planner=False, search=kohaku_cfg.retrieval.search),
+                        generation=replace(kohaku_cfg.generation, max_retries=0))
+    assert isinstance(naive_cfg.generation, GenerationPart)
+    retriever = open_retriever(Lake(args.lake), IndexConfig())
+    flat = FlatSearcher(*flat_baseline(args.wattbot))
+    print(f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
+          f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}", flush=True)
+
+    def one_pass(chat: CachedChat, verbose: bool) -> list[System]:
+        naive, single = System("naive BM25"), System("kohaku m=1")
+        ensembles = {m: System(f"kohaku m={m}") for m in (3, 5) if m <= args.runs}
+        systems = [naive, single, *ensembles.values()]
+        for n, q in enumerate(questions, start=1):
+            t0 = time.perf_counter()
+            (base,) = answer_runs(q, [q.question], flat, chat, naive_cfg, [0])
+            naive.preds[q.id] = base.answer
+            naive.seconds.append(time.perf_counter() - t0)
+
+            t0 = time.perf_counter()
+            queries = plan_for(q, chat, kohaku_cfg)
+            context = retriever.search(queries, kohaku_cfg.retrieval.search)
+            shared = time.perf_counter() - t0
+            runs = answer_runs(q, queries, retriever, chat, kohaku_cfg, list(range(args.runs)), context)
+            single.preds[q.id] = runs[0].answer
+            single.seconds.append(shared + runs[0].seconds)
+            for m, system in ensembles.items():
+                system.preds[q.id] = vote([r.answer for r in runs[:m]], kohaku_cfg.voting.mode,
+                                          kohaku_cfg.voting.ignore_blank, kohaku_cfg.voting.tiebreak)
+                system.seconds.append(shared + sum(r.seconds for r in runs[:m]))
+            if verbose:
+                gold = q.gold
+                print(f"[{n}/{len(questions)}] {q.id} gold={gold.answer_value if gold else '?'} "
+                      f"{list(gold.ref_id) if gold else ''} | naive={base.answer.answer_value} {list(base.answer.ref_id)} "
+                      f"{naive.seconds[-1]:.0f}s | kohaku={[r.answer.answer_value for r in runs]} "
+                      f"{list(runs[0].answer.ref_id)} k={runs[0].k_used} attempts={runs[0].attempts} "
+                      f"{single.seconds[-1]:.0f}s (+{sum(r.seconds for r in runs[1:]):.0f}s for runs 1-{len(runs) - 1}) "
+                      f"queries={list(queries[1:])}", flush=True)
+                report(systems, questions, f"after {n} questions")
+        return systems
+
+    first = CachedChat(inner, args.work / "llm")
+    started = time.perf_counter()
+    systems = one_pass(first, verbose=True)
+    report(systems, questions, f"first pass: {first.misses} LLM calls in {time.perf_counter() - started:.0f}s")
+
+    second = CachedChat(inner, args.work / "llm")
+    started = time.perf_counter()
+    again = one_pass(second, verbose=False)
+    same = all(a.preds == b.preds for a, b in zip(systems, again, strict=True))
+    print(f"\n== second pass through the response cache: {second.hits} of {second.hits + second.misses} "
+          f"LLM calls saved ({second.misses} made), {time.perf_counter() - started:.1f}s, "
+          f"identical answers: {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

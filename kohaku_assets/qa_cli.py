@@ -1,0 +1,137 @@
+"""`kohaku ask` and `kohaku eval`: answering from the command line.
+
+`ask` answers one question in-process (no Dagster run: nothing is stored but the LLM
+response cache). `eval` materializes the config's partition through Dagster on the lake's
+instance, so only what is missing is computed and the run shows in `kohaku ui`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from kohaku_assets.settings import KohakuSettings
+from kohaku_rag.qa_config import QAConfig, config_files, dump_toml, load_qa_config
+
+
+def _config(settings: KohakuSettings, name: str | None) -> QAConfig:
+    from kohaku_assets.qa import config_of
+
+    if name:
+        return config_of(settings, name)
+    return QAConfig()
+
+
+def cmd_ask(args: argparse.Namespace, settings: KohakuSettings) -> int:
+    from kohaku_assets.qa import _chat, _retriever
+    from kohaku_rag.answer import answer_question
+    from kohaku_rag.answer_types import Question
+
+    cfg = _config(settings, args.config)
+    chat = _chat(cfg.generation.llm, str(settings.lake.root))
+    retriever = _retriever(str(settings.lake.root), settings.index_config())
+    question = Question(id="ask", question=args.question, answer_unit=args.unit or "is_blank")
+    pred = answer_question(question, retriever, chat, cfg)
+    cited = [{"doc_id": i.doc_id, "node_id": i.node_id, "page": i.page} for i in pred.cited()]
+    if args.json:
+        row = pred.as_row()
+        row["citations"] = cited
+        print(json.dumps(row))
+        return 0
+    a = pred.answer
+    if a.is_blank:
+        print(f"{a.answer}  ({pred.attempts} attempts, up to {pred.k_used} snippets)")
+        return 0
+    unit = "" if a.answer_unit == "is_blank" else f" {a.answer_unit}"
+    print(f"{a.answer}  [value: {a.answer_value}{unit}]")
+    if a.explanation and a.explanation != "is_blank":
+        print(f"  {a.explanation}")
+    for c in cited:
+        print(f"  - {c['doc_id']}: {c['node_id']} (page {c['page']})")
+    print(f"({pred.attempts} attempt(s), {pred.k_used} snippets, {pred.seconds:.1f}s)")
+    return 0
+
+
+def eval_config_name(settings: KohakuSettings, name: str, questions: Path) -> str:
+    """The config to run for `name` on `questions`: `name` itself when it already uses that
+    file, else a derived config `<name>--<csv stem>` written next to it (one file per
+    question set, so several sets coexist). `default` is written from the defaults if absent."""
+    from kohaku_assets.qa import configs_dir
+    from kohaku_rag.lake import check_key
+
+    folder = configs_dir(settings.lake)
+    files = config_files(folder)
+    questions = questions.resolve()
+    if name not in files:
+        if name != "default":
+            raise ValueError(f"config {name!r}: no {name}.toml or {name}.json in {folder}")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "default.toml").write_text(dump_toml(QAConfig(questions=str(questions))), encoding="utf-8")
+        return name
+    cfg = load_qa_config(files[name])
+    if Path(cfg.questions).resolve() == questions:
+        return name
+    derived = check_key(f"{name}--{questions.stem}")
+    text = dump_toml(QAConfig(str(questions), cfg.retrieval, cfg.generation, cfg.voting))
+    target = folder / f"{derived}.toml"
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+    return derived
+
+
+def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
+    from kohaku_assets.qa import config_of, run_config
+    from kohaku_rag import qa_store as st
+    from kohaku_rag.answer_types import load_questions
+    from kohaku_rag.score import load_ref_urls, write_submission_csv
+
+    say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    name = eval_config_name(settings, args.config, Path(args.questions))
+    report = run_config(settings, name)
+    for asset_name in ("retrievals", "predictions", "ensembles"):
+        meta = report.metadata.get(asset_name, {})
+        say(f"{asset_name}: {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
+    cfg = config_of(settings, name)
+    questions = load_questions(cfg.questions)
+    answers = st.read_answers(st.ensemble_path(settings.lake, report.keys.ensemble))
+    out = Path(args.out) if args.out else settings.lake.root / "qa" / "submissions" / f"{name}.csv"
+    write_submission_csv(out, questions, answers, _ref_urls(settings, answers, load_ref_urls))
+    say(f"wrote {out}")
+    scored = st.score_answers(questions, answers)
+    summary: dict[str, object] = {"config": name, "out": str(out), "final": None, "value": None, "ref": None, "na": None}
+    if scored is not None:
+        score, _ = scored
+        summary.update(final=round(score.final, 4), value=round(score.value, 4), ref=round(score.ref, 4),
+                       na=round(score.na, 4))
+        say(f"WattBot score {score.final:.4f} (value {score.value:.4f}, ref {score.ref:.4f}, na {score.na:.4f}) "
+            f"on {len(score.rows)} questions")
+    print(json.dumps(summary))
+    return 0
+
+
+def _ref_urls(settings: KohakuSettings, answers, load_ref_urls):  # type: ignore[no-untyped-def]
+    """Document URLs from the corpus metadata.csv, when it lists every cited document."""
+    path = settings.corpus / "metadata.csv"
+    if not path.exists():
+        return None
+    urls = load_ref_urls(path)
+    cited = {r.lower() for a in answers.values() for r in a.ref_id}
+    return urls if cited <= set(urls) else None
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, settings_of) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("ask", parents=[common], help="answer one question with citations")
+    p.add_argument("question")
+    p.add_argument("--config", default=None, help="config name in the configs folder (default: built-in defaults)")
+    p.add_argument("--unit", default=None, help="the expected answer unit, e.g. kWh (default: none)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda a: cmd_ask(a, settings_of(a)))
+
+    p = sub.add_parser("eval", parents=[common], help="answer a WattBot question file with a config and score it")
+    p.add_argument("--questions", required=True, help="WattBot-format CSV")
+    p.add_argument("--config", default="default", help="config name in the configs folder (default: %(default)s)")
+    p.add_argument("--out", default=None, help="submission CSV to write (default: <lake>/qa/submissions/NAME.csv)")
+    p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")
+    p.set_defaults(func=lambda a: cmd_eval(a, settings_of(a)))

@@ -1,0 +1,273 @@
+"""Answering pipeline: configs, reuse across edits, planner, reference-constrained replies,
+retries — through real Dagster materializations and a real OpenAI-compatible server."""
+
+import json
+import re
+import shutil
+import threading
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+from chat_server import ChatServer, Fault
+
+from kohaku_assets.cli import main as cli_main
+from kohaku_assets.qa import configs_sensor, run_config
+from kohaku_assets.runner import instance_for, run_index
+from kohaku_assets.settings import KohakuSettings
+from kohaku_rag import qa_store as st
+from kohaku_rag.answer import answer_question, parse_reply
+from kohaku_rag.answer_types import Question, load_questions
+from kohaku_rag.llm.openai_compat import OpenAIChat
+from kohaku_rag.planner import parse_plan, plan_queries
+from kohaku_rag.qa_config import load_qa_config
+from kohaku_rag.search import open_retriever
+
+DOCS = {
+    "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
+           "Energy use was 4.8 kWh per run, measured with nvidia-smi at one sample per second.\n",
+    "water": "# Water\n\n## 1 Cooling\n\nData centers withdraw water for evaporative cooling towers.\n\n"
+             "The water usage effectiveness was 0.18 liters per kWh for the facility in 2023.\n",
+    "carbon": "# Carbon\n\n## 1 Grid\n\nCarbon intensity of the grid was 429 gCO2e per kWh in the studied region.\n\n"
+              "Training emitted 4.3 tCO2e in total according to the authors' estimate.\n",
+}
+QUESTIONS = {  # question -> (unit, gold value, gold document)
+    "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),
+    "How many watts did the A100 GPU draw?": ("W", "400", "gpu"),
+    "What was the water usage effectiveness in liters per kWh?": ("L/kWh", "0.18", "water"),
+}
+_QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+
+
+class QAServer(ChatServer):
+    """Answers like a well-behaved model: the gold value when the gold document is in the
+    schema's ref_id enum (i.e. in the context), else is_blank. Planner requests get one query."""
+
+    blank_first: dict[str, int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blank_first = {}
+        self.cite_outside = False
+        self.guard = threading.Lock()
+
+    def kinds(self) -> dict[str, int]:
+        counts = {"planner": 0, "answer": 0}
+        for r in self.requests:
+            counts["answer" if "ref_id" in _schema(r.body)["properties"] else "planner"] += 1
+        return counts
+
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        schema = _schema(body)
+        question = _QUESTION.search(key).group(1).strip()
+        if "queries" in schema["properties"]:
+            return json.dumps({"queries": [f"{question.split()[-1]} measurement"]})
+        unit, value, doc = QUESTIONS[question]
+        enum = schema["properties"]["ref_id"]["items"].get("enum", [])
+        with self.guard:
+            forced_blank = self.blank_first.get(question, 0) > 0
+            if forced_blank:
+                self.blank_first[question] -= 1
+        if forced_blank or doc not in enum:
+            return json.dumps({"explanation": "", "answer": "", "answer_value": "", "answer_unit": unit,
+                               "ref_id": enum[:1], "is_blank": True})
+        refs = [doc, "nonexistent2020"] if self.cite_outside else [doc]
+        return json.dumps({"explanation": f"seed {body['seed']} temperature {body['temperature']}",
+                           "answer": f"{value} {unit}", "answer_value": value, "answer_unit": unit,
+                           "ref_id": refs, "is_blank": False})
+
+
+def _schema(body):
+    return body["response_format"]["json_schema"]["schema"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qa")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for doc_id, text in DOCS.items():
+        (corpus / f"{doc_id}.md").write_text(text)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DAGSTER_HOME", str(root / "lake" / ".dagster"))
+    report = run_index(KohakuSettings(lake_root=str(root / "lake"), corpus_dir=str(corpus)), progress=lambda _m: None)
+    mp.undo()
+    assert not report.failed
+    return root
+
+
+@pytest.fixture()
+def env(built, tmp_path, monkeypatch):
+    lake = tmp_path / "lake"
+    shutil.copytree(built / "lake", lake)
+    monkeypatch.setenv("DAGSTER_HOME", str(lake / ".dagster"))
+    monkeypatch.setenv("KOHAKU_LAKE", str(lake))
+    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
+    questions = tmp_path / "questions.csv"
+    lines = ["id,question,answer,answer_value,answer_unit,ref_id"]
+    for i, (q, (unit, value, doc)) in enumerate(QUESTIONS.items(), start=1):
+        lines.append(f"q{i},{q},{value} {unit},{value},{unit},['{doc}']")
+    questions.write_text("\n".join(lines) + "\n")
+    settings = KohakuSettings(lake_root=str(lake), corpus_dir=str(built / "corpus"))
+    with QAServer() as server:
+        yield settings, server, questions
+
+
+def write_config(settings, name, server, questions, retrieval=None, generation=None, voting=None):
+    folder = settings.lake.root / "configs"
+    folder.mkdir(exist_ok=True)
+    llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
+    data = {"questions": str(questions), "retrieval": {"planner_max_queries": 2, **(retrieval or {})},
+            "generation": {"llm": llm, **(generation or {})}, "voting": {"runs": 2, **(voting or {})}}
+    (folder / f"{name}.json").write_text(json.dumps(data))
+    return load_qa_config(folder / f"{name}.json")
+
+
+def mtimes(settings, cfg):
+    keys = st.keys_for(settings.lake, cfg)
+    paths = [st.retrieval_path(settings.lake, keys.retrieval), st.ensemble_path(settings.lake, keys.ensemble),
+             *(st.run_path(settings.lake, keys.prediction, r) for r in range(cfg.voting.runs))]
+    return {str(p): p.stat().st_mtime_ns for p in paths}
+
+
+def test_new_config_is_the_only_one_computed(env):
+    settings, server, questions = env
+    from dagster import build_sensor_context
+
+    cfg_a = write_config(settings, "a", server, questions)
+    instance = instance_for(settings.lake.root)
+    first = configs_sensor(build_sensor_context(instance=instance))
+    assert [r.partition_key for r in first.run_requests] == ["a"]
+    assert first.dynamic_partitions_requests[0].partition_keys == ["a"]
+    report = run_config(settings, "a")
+    assert report.metadata["scores"]["final"] == pytest.approx(1.0)
+    before, calls = mtimes(settings, cfg_a), len(server.requests)
+    assert server.kinds() == {"planner": 3, "answer": 6}  # 3 questions; 2 runs each
+
+    cfg_b = write_config(settings, "b", server, questions, retrieval={"top_k_final": 2})
+    second = configs_sensor(build_sensor_context(instance=instance, cursor=first.cursor))
+    assert [r.partition_key for r in second.run_requests] == ["b"]
+    assert second.dynamic_partitions_requests[0].partition_keys == ["b"]
+    report_b = run_config(settings, "b")
+    assert not report_b.metadata["retrievals"]["reused"] and not report_b.metadata["predictions"]["reused"]
+    assert mtimes(settings, cfg_a) == before  # nothing of config a was rewritten
+    assert len(server.requests) - calls == 9  # b's own plans and answers only
+    assert cfg_a.retrieval_hash != cfg_b.retrieval_hash
+
+    board = duckdb.sql(f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config").fetchall()
+    assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
+    (settings.lake.root / "configs" / "b.json").unlink()
+    third = configs_sensor(build_sensor_context(instance=instance, cursor=second.cursor))
+    deleted = [r for r in third.dynamic_partitions_requests if type(r).__name__ == "DeleteDynamicPartitionsRequest"]
+    assert deleted[0].partition_keys == ["b"] and not third.run_requests
+
+
+def test_temperature_edit_reuses_retrievals(env):
+    settings, server, questions = env
+    cfg = write_config(settings, "a", server, questions)
+    run_config(settings, "a", leaderboard_too=False)
+    retrieval_file = st.retrieval_path(settings.lake, st.keys_for(settings.lake, cfg).retrieval)
+    stamp, kinds = retrieval_file.stat().st_mtime_ns, server.kinds()
+
+    edited = write_config(settings, "a", server, questions, generation={"temperature": 0.9})
+    assert edited.retrieval_hash == cfg.retrieval_hash and edited.generation_hash != cfg.generation_hash
+    report = run_config(settings, "a", leaderboard_too=False)
+    assert report.metadata["retrievals"]["reused"] is True
+    assert report.metadata["predictions"]["reused"] is False
+    assert retrieval_file.stat().st_mtime_ns == stamp
+    assert server.kinds() == {"planner": kinds["planner"], "answer": kinds["answer"] + 6}  # no re-planning
+    assert all(r.body["temperature"] == 0.9 for r in server.requests[-6:])
+
+
+def test_vote_mode_edit_reuses_predictions(env):
+    settings, server, questions = env
+    cfg = write_config(settings, "a", server, questions, voting={"mode": "answer_priority"})
+    run_config(settings, "a", leaderboard_too=False)
+    keys = st.keys_for(settings.lake, cfg)
+    runs = [st.run_path(settings.lake, keys.prediction, r) for r in range(2)]
+    stamps, calls = [p.stat().st_mtime_ns for p in runs], len(server.requests)
+
+    edited = write_config(settings, "a", server, questions, voting={"mode": "union"})
+    assert edited.generation_hash == cfg.generation_hash and edited.voting_hash != cfg.voting_hash
+    report = run_config(settings, "a", leaderboard_too=False)
+    assert report.metadata["predictions"]["reused"] is True and report.metadata["ensembles"]["reused"] is False
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+    assert len(server.requests) == calls  # the LLM was not asked anything
+    rows = pq.read_table(runs[0]).to_pylist()
+    assert {r["id"] for r in rows} == {"q1", "q2", "q3"} and all(r["attempts"] == 1 for r in rows)
+
+    # more runs: only the new run is computed, the stored ones stay
+    write_config(settings, "a", server, questions, voting={"mode": "union", "runs": 3})
+    report = run_config(settings, "a", leaderboard_too=False)
+    assert report.metadata["predictions"]["computed_runs"] == [2]
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+
+
+def test_planner_keeps_question_and_falls_back_on_malformed_output(env):
+    _, server, _ = env
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=1, backoff_base=0.01)
+    question = "How many watts did the A100 GPU draw?"
+    plan = plan_queries(question, chat, max_queries=3)
+    assert plan.queries == (question, "draw? measurement") and not plan.fallback
+
+    prompt = server.requests[-1].key
+    server.script(prompt, Fault(content='{"queries": ["unterminated'), Fault(content="no json at all"))
+    broken = plan_queries(question, chat, max_queries=3)
+    assert broken.queries == (question,) and broken.fallback
+    assert parse_plan(question, '{"queries": "not a list"}', 3) == ((question,), True)
+    assert parse_plan(question, '{"queries": ["a b c", "A B C", "x y", "z w"]}', 3) == ((question, "a b c", "x y"), False)
+
+
+def test_ref_ids_are_limited_to_context_documents(env):
+    settings, server, questions = env
+    cfg = write_config(settings, "a", server, questions, retrieval={"use_planner": False, "top_k_final": 2})
+    retriever = open_retriever(settings.lake, settings.index_config())
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+    q = Question("q2", "How many watts did the A100 GPU draw?", "W")
+    server.cite_outside = True  # a server ignoring the schema cites a document it was not shown
+    pred = answer_question(q, retriever, chat, cfg)
+    body = server.requests[-1].body
+    shown = re.findall(r"\[ref_id=([^\]]+)\]", body["messages"][-1]["content"])
+    assert sorted(_schema(body)["properties"]["ref_id"]["items"]["enum"]) == sorted(set(shown))
+    assert pred.answer.ref_id == ("gpu",) and pred.answer.answer_value == "400"
+    assert all(c.doc_id == "gpu" for c in pred.cited()) and pred.cited()
+    assert parse_reply('{"answer_value": "3", "ref_id": ["water"], "is_blank": false, "answer": "3"}', q, ["gpu"]).ref_id == ()
+
+
+def test_is_blank_retry_deepens_k(env):
+    settings, server, questions = env
+    cfg = write_config(settings, "a", server, questions,
+                       retrieval={"use_planner": False, "top_k_final": 1, "budget_chars": 400},
+                       generation={"max_retries": 2})
+    retriever = open_retriever(settings.lake, settings.index_config())
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+    question = "How many tCO2e did training emit?"
+    server.blank_first[question] = 1
+    pred = answer_question(Question("q1", question, "tCO2e"), retriever, chat, cfg)
+    sent = [r.body["messages"][-1]["content"].count("[ref_id=") for r in server.requests[-2:]]
+    assert sent == [1, 2]  # k, then k×2
+    assert pred.attempts == 2 and pred.k_used == 2 and pred.answer.answer_value == "4.3"
+
+    server.blank_first[question] = 5  # blank every time: stops after 1 + max_retries attempts
+    pred = answer_question(Question("q1", question, "tCO2e"), retriever, chat, cfg)
+    assert pred.attempts == 3 and pred.answer.is_blank
+
+
+def test_cli_eval_and_ask(env, capsys):
+    settings, server, questions = env
+    write_config(settings, "fake", server, questions)
+    other = questions.parent / "subset.csv"
+    other.write_text("\n".join(questions.read_text().splitlines()[:2]) + "\n")
+    args = ["--lake", settings.lake_root, "--corpus", settings.corpus_dir]
+    out = questions.parent / "submission.csv"
+    assert cli_main(["eval", "--questions", str(other), "--config", "fake", "--out", str(out), "--json", *args]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["final"] == pytest.approx(1.0) and summary["config"] == "fake--subset"
+    submitted = load_questions(out)
+    assert [q.id for q in submitted] == ["q1"] and submitted[0].gold.answer_value == "4.3"
+    assert submitted[0].gold.ref_id == ("carbon",)
+
+    assert cli_main(["ask", "How many watts did the A100 GPU draw?", "--config", "fake", "--unit", "W", "--json", *args]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["answer_value"] == "400" and row["citations"][0]["doc_id"] == "gpu"
+    assert row["citations"][0]["node_id"].startswith("gpu:")
