@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from kohaku_assets.settings import KohakuSettings
-from kohaku_rag.qa_config import QAConfig, config_files, dump_toml, load_qa_config
+from kohaku_rag.qa_config import QAConfig, config_files, dump_json, dump_toml, load_qa_config
 
 
 def _config(settings: KohakuSettings, name: str | None) -> QAConfig:
@@ -74,8 +74,8 @@ def eval_config_name(settings: KohakuSettings, name: str, questions: Path) -> st
     if Path(cfg.questions).resolve() == questions:
         return name
     derived = check_key(f"{name}--{questions.stem}")
-    text = dump_toml(QAConfig(str(questions), cfg.retrieval, cfg.generation, cfg.voting))
-    target = folder / f"{derived}.toml"
+    text = dump_json(QAConfig(str(questions), cfg.retrieval, cfg.generation, cfg.voting))
+    target = folder / f"{derived}.json"
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         target.write_text(text, encoding="utf-8")
     return derived
@@ -95,12 +95,18 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
         say(f"{asset_name}: {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
     cfg = config_of(settings, name)
     questions = load_questions(cfg.questions)
-    answers = st.read_answers(st.ensemble_path(settings.lake, report.keys.ensemble))
-    out = Path(args.out) if args.out else settings.lake.root / "qa" / "submissions" / f"{name}.csv"
+    if args.run is None:
+        answers = st.read_answers(st.ensemble_path(settings.lake, report.keys.ensemble))
+    elif 0 <= args.run < cfg.voting.runs:
+        answers = {p.question_id: p.answer for p in st.read_run(settings.lake, report.keys.prediction, args.run)}
+    else:
+        raise ValueError(f"--run {args.run}: config {name} has runs 0..{cfg.voting.runs - 1}")
+    default_name = name if args.run is None else f"{name}-run{args.run}"
+    out = Path(args.out) if args.out else settings.lake.root / "qa" / "submissions" / f"{default_name}.csv"
     write_submission_csv(out, questions, answers, _ref_urls(settings, answers, load_ref_urls))
     say(f"wrote {out}")
     scored = st.score_answers(questions, answers)
-    summary: dict[str, object] = {"config": name, "out": str(out), "final": None, "value": None, "ref": None, "na": None}
+    summary: dict[str, object] = {"config": name, "run": args.run, "out": str(out), "final": None, "value": None, "ref": None, "na": None}
     if scored is not None:
         score, _ = scored
         summary.update(final=round(score.final, 4), value=round(score.value, 4), ref=round(score.ref, 4),
@@ -133,5 +139,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     p.add_argument("--questions", required=True, help="WattBot-format CSV")
     p.add_argument("--config", default="default", help="config name in the configs folder (default: %(default)s)")
     p.add_argument("--out", default=None, help="submission CSV to write (default: <lake>/qa/submissions/NAME.csv)")
+    p.add_argument("--run", type=int, default=None, help="export and score this single run instead of the ensemble")
     p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")
     p.set_defaults(func=lambda a: cmd_eval(a, settings_of(a)))

@@ -184,8 +184,21 @@ def load_configs(folder: Path) -> dict[str, QAConfig]:
     return {name: load_qa_config(path) for name, path in config_files(folder).items()}
 
 
+def config_to_mapping(cfg: QAConfig) -> dict[str, Any]:
+    """The file form of `cfg` (retrieval keys flat), which `qa_config_from_mapping` reads back."""
+    data = cfg.as_dict()
+    retrieval = {**{k: v for k, v in data["retrieval"].items() if k != "search"}, **data["retrieval"]["search"]}
+    return {"questions": cfg.questions, "retrieval": retrieval, "generation": data["generation"], "voting": data["voting"]}
+
+
+def dump_json(cfg: QAConfig) -> str:
+    """A JSON config file holding `cfg` exactly (JSON, unlike TOML, can say null)."""
+    return json.dumps(config_to_mapping(cfg), indent=2, sort_keys=True) + "\n"
+
+
 def dump_toml(cfg: QAConfig) -> str:
-    """A config file holding `cfg` (every key written, so the file documents the defaults)."""
+    """A TOML config file holding `cfg` (every key written, so the file documents the defaults).
+    TOML has no null: a None setting is left out and reads back as its default."""
 
     def value(v: Any) -> str:
         if isinstance(v, bool):
@@ -201,8 +214,8 @@ def dump_toml(cfg: QAConfig) -> str:
         lines += [f"{k} = {value(v)}" for k, v in items.items() if v is not None and not isinstance(v, dict)]
         return lines + [""]
 
-    data = cfg.as_dict()
-    retrieval = {**{k: v for k, v in data["retrieval"].items() if k != "search"}, **data["retrieval"]["search"]}
+    data = config_to_mapping(cfg)
+    retrieval = data["retrieval"]
     generation = {k: v for k, v in data["generation"].items() if k != "llm"}
     lines = [f"questions = {value(cfg.questions)}", ""]
     lines += table("retrieval", retrieval) + table("generation", generation)

@@ -151,7 +151,8 @@ def test_new_config_is_the_only_one_computed(env):
     report_b = run_config(settings, "b")
     assert not report_b.metadata["retrievals"]["reused"] and not report_b.metadata["predictions"]["reused"]
     assert mtimes(settings, cfg_a) == before  # nothing of config a was rewritten
-    assert len(server.requests) - calls == 9  # b's own plans and answers only
+    # b's answers only: its planner prompts equal a's, so they come from the response cache
+    assert server.kinds() == {"planner": 3, "answer": 12} and len(server.requests) - calls == 6
     assert cfg_a.retrieval_hash != cfg_b.retrieval_hash
 
     board = duckdb.sql(f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config").fetchall()
@@ -266,8 +267,50 @@ def test_cli_eval_and_ask(env, capsys):
     submitted = load_questions(out)
     assert [q.id for q in submitted] == ["q1"] and submitted[0].gold.answer_value == "4.3"
     assert submitted[0].gold.ref_id == ("carbon",)
+    run_out = questions.parent / "run1.csv"
+    assert cli_main(["eval", "--questions", str(other), "--config", "fake", "--run", "1", "--out", str(run_out), *args]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert last["run"] == 1 and last["final"] == pytest.approx(1.0) and run_out.exists()
 
     assert cli_main(["ask", "How many watts did the A100 GPU draw?", "--config", "fake", "--unit", "W", "--json", *args]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["answer_value"] == "400" and row["citations"][0]["doc_id"] == "gpu"
     assert row["citations"][0]["node_id"].startswith("gpu:")
+
+
+def test_context_overflow_shrinks_the_context(env):
+    settings, server, questions = env
+    cfg = write_config(settings, "a", server, questions,
+                       retrieval={"use_planner": False, "top_k_final": 6, "budget_chars": 4000})
+    retriever = open_retriever(settings.lake, settings.index_config())
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+    q = Question("q1", "How many tCO2e did training emit?", "tCO2e")
+    full = len(retriever.search([q.question], cfg.retrieval.search))
+    server.context_limit = 150  # words: the full context does not fit, a smaller one does
+    pred = answer_question(q, retriever, chat, cfg)
+    assert pred.k_used < full and pred.answer.answer_value == "4.3" and pred.attempts == 1
+    assert [r.status for r in server.requests][-1] == 200 and 400 in [r.status for r in server.requests]
+
+
+def test_config_files_and_part_hashes(tmp_path):
+    from kohaku_rag.qa_config import QAConfig, config_files, dump_toml, load_configs
+
+    (tmp_path / "base.toml").write_text(dump_toml(QAConfig(questions="q.csv")))
+    (tmp_path / "hot.toml").write_text(dump_toml(QAConfig(questions="q.csv")).replace("temperature = 0.3", "temperature = 0.8"))
+    (tmp_path / "vote.json").write_text(json.dumps({"questions": "q.csv", "voting": {"runs": 5, "mode": "union"}}))
+    (tmp_path / "notes.txt").write_text("ignored")
+    cfgs = load_configs(tmp_path)
+    assert sorted(cfgs) == ["base", "hot", "vote"]
+    base, hot, vote = cfgs["base"], cfgs["hot"], cfgs["vote"]
+    # TOML round trip, defaults written out; a relative question path is relative to the file
+    assert base == QAConfig(questions=str(tmp_path / "q.csv"))
+    assert base.retrieval.search.dense_kinds == ("paragraph",)
+    assert hot.retrieval_hash == base.retrieval_hash and hot.generation_hash != base.generation_hash
+    assert vote.generation_hash == base.generation_hash and vote.voting_hash != base.voting_hash
+    (tmp_path / "bad.json").write_text(json.dumps({"retrieval": {"top_kk": 3}}))
+    with pytest.raises(ValueError, match=r"bad\.json.*top_kk"):
+        load_configs(tmp_path)
+    (tmp_path / "bad.json").unlink()
+    (tmp_path / "base.json").write_text("{}")
+    with pytest.raises(ValueError, match="defined twice"):
+        config_files(tmp_path)
