@@ -17,10 +17,7 @@ import hashlib
 import io
 import json
 import logging
-import os
-import random
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,7 +29,16 @@ from PIL import Image, UnidentifiedImageError
 
 from kohaku_rag.errors import BackendError, DocumentError, KohakuError
 from kohaku_rag.lake import write_bytes_atomic
-from kohaku_rag.llm.openai_compat import normalise_base_url, parse_retry_after
+from kohaku_rag.http_retry import (
+    Retryable,
+    RetryPolicy,
+    call_with_retries,
+    http_error,
+    normalise_base_url,
+    post_json,
+    read_api_key,
+    snippet,
+)
 from kohaku_rag.tree import media_hash
 
 log = logging.getLogger(__name__)
@@ -218,26 +224,6 @@ def _package_version(name: str) -> str:
 # --- vision LLM ---------------------------------------------------------------------------
 
 
-class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
-def _read_key(env: str | None) -> str | None:
-    """Same rule as the chat client: a named variable must hold a key; None needs none."""
-    if env is None:
-        return None
-    key = os.environ.get(env, "").strip()
-    if not key:
-        raise BackendError(
-            f"environment variable {env} is not set: export the vision API key there, "
-            "or use api_key_env=None for a server that needs no key"
-        )
-    return key
-
-
 class VisionLLMCaptioner:
     """PDF caption + a vision model's description, over an OpenAI-compatible endpoint.
 
@@ -245,7 +231,7 @@ class VisionLLMCaptioner:
     server that needs none); it is sent as a bearer token and never logged nor put in an
     error message. 429, 5xx, timeouts and dropped connections are retried up to
     `max_retries` times with exponential back-off and jitter, waiting at least what a
-    Retry-After header asks; at most `max_concurrent` requests run at once.
+    Retry-After header asks (up to 5 minutes); at most `max_concurrent` requests run at once.
     """
 
     def __init__(
@@ -253,27 +239,25 @@ class VisionLLMCaptioner:
         base_url: str,
         model: str,
         *,
-        api_key_env: str | None = "OPENAI_API_KEY",
+        prompt: str = CAPTION_PROMPT,
+        max_tokens: int = 300,
         max_concurrent: int = 4,
         timeout: float = 60.0,
         max_retries: int = 4,
         backoff_base: float = 1.0,
         backoff_max: float = 30.0,
-        max_tokens: int = 300,
-        prompt: str = CAPTION_PROMPT,
+        api_key_env: str | None = "OPENAI_API_KEY",
     ) -> None:
         if max_concurrent < 1 or timeout <= 0 or max_retries < 0:
             raise ValueError("max_concurrent must be >= 1, timeout > 0 and max_retries >= 0")
         self.base_url = normalise_base_url(base_url)
         self.model = model
         self.max_concurrent = max_concurrent
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+        self.retry = RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max)
         self.max_tokens = max_tokens
         self.prompt = prompt
         self.captioner_id = f"vision:{model}:{_settings_hash(prompt, max_tokens)}"
-        self._api_key = _read_key(api_key_env)
+        self._api_key = read_api_key(api_key_env, "the vision captioner")
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -299,20 +283,11 @@ class VisionLLMCaptioner:
         check_image(image_png)  # a corrupt image is the document's fault, not the server's
         body = self._payload(image_png)
         where = f"{self.model} at {self.base_url}"
-        last = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self._post_once(body, image_png)
-            except _Retryable as exc:
-                last = exc.reason
-                if attempt == self.max_retries:
-                    break
-                wait = self._delay(attempt, exc.retry_after)
-                log.warning("%s: %s; retry %d/%d in %.2fs", where, last, attempt + 1, self.max_retries, wait)
-                time.sleep(wait)
-        raise BackendError(
-            f"{figure_source(image_png)}: captioning with {where} failed after "
-            f"{self.max_retries + 1} attempts; last error: {last}"
+        return call_with_retries(
+            lambda: self._post_once(body, image_png),
+            self.retry,
+            where=where,
+            failed=f"{figure_source(image_png)}: captioning with {where} failed",
         )
 
     def _payload(self, image_png: bytes) -> dict[str, Any]:
@@ -333,46 +308,22 @@ class VisionLLMCaptioner:
         }
 
     def _post_once(self, body: dict[str, Any], image_png: bytes) -> str:
-        url = f"{self.base_url}/chat/completions"
-        try:
-            response = self._http.post(url, json=body)
-        except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            raise _Retryable(f"connection error ({type(exc).__name__})") from exc
-        status = response.status_code
-        if status in (408, 409, 425, 429) or status >= 500:
-            raise _Retryable(f"HTTP {status}: {self._snippet(response)}",
-                             parse_retry_after(response.headers.get("Retry-After")))
-        if status >= 400:
-            hint = " (check the API key variable)" if status in (401, 403) else ""
+        response = post_json(self._http, f"{self.base_url}/chat/completions", body, self._api_key)
+        if response.status_code >= 400:
             raise BackendError(
-                f"{figure_source(image_png)}: {self.model} at {self.base_url} answered HTTP {status}{hint}: "
-                f"{self._snippet(response)}"
+                f"{figure_source(image_png)}: {self.model} at {self.base_url} answered "
+                f"{http_error(response, self._api_key)}"
             )
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise BackendError(
                 f"{figure_source(image_png)}: {self.model} at {self.base_url} sent no "
-                f"choices[0].message.content: {self._snippet(response)}"
+                f"choices[0].message.content: {snippet(response, self._api_key)}"
             ) from exc
         if not isinstance(content, str) or not content.strip():
-            raise _Retryable("empty description")
+            raise Retryable("empty description")
         return " ".join(content.split())
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        # Equal jitter: half of the exponential step fixed, half random, so parallel
-        # workers that hit the same limit do not come back in lockstep.
-        step = min(self.backoff_max, self.backoff_base * 2**attempt)
-        backoff = step / 2 + random.uniform(0, step / 2)
-        return backoff if retry_after is None else max(backoff, retry_after)
-
-    def _snippet(self, response: httpx.Response) -> str:
-        text = response.text[:300].replace("\n", " ")
-        if self._api_key:
-            text = text.replace(self._api_key, "[redacted]")
-        return text or "(empty body)"
 
 
 # --- cache --------------------------------------------------------------------------------

@@ -9,16 +9,8 @@ jitter (honouring Retry-After) on 429/5xx/timeouts/dropped connections, re-order
 
 from __future__ import annotations
 
-import email.utils
-import logging
-import math
-import os
-import random
-import re
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -26,74 +18,44 @@ import numpy as np
 
 from kohaku_rag.embed.base import l2_normalise
 from kohaku_rag.errors import BackendError
+from kohaku_rag.http_retry import (
+    BODY_SNIPPET,
+    MAX_RETRY_AFTER,
+    RetryPolicy,
+    call_with_retries,
+    http_error,
+    normalise_base_url,
+    parse_retry_after,
+    post_json,
+    snippet,
+)
+from kohaku_rag.http_retry import RETRYABLE_STATUS as RETRY_STATUSES
+from kohaku_rag.http_retry import read_api_key as _read_key
 
-log = logging.getLogger(__name__)
-
-# 408/409/425 are "try again" answers some gateways give; 429 is the rate limit.
-RETRY_STATUSES = frozenset({408, 409, 425, 429})
-MAX_RETRY_AFTER = 300.0  # never sleep longer than this on a server's say-so
-BODY_SNIPPET = 300  # characters of an error body kept in a BackendError
+# Re-exported: the backends (jina, openai_compat) import the retry pieces from here.
+__all__ = [
+    "BODY_SNIPPET",
+    "MAX_RETRY_AFTER",
+    "RETRY_STATUSES",
+    "BodyFor",
+    "EmbeddingsClient",
+    "RetryPolicy",
+    "embeddings_url",
+    "parse_retry_after",
+    "read_api_key",
+]
 
 BodyFor = Callable[[list[str]], dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_retries: int = 5
-    backoff_base: float = 0.5  # first back-off in seconds; doubles per attempt
-    backoff_max: float = 30.0
-
-    def delay(self, attempt: int, retry_after: float | None) -> float:
-        """Equal jitter: half the exponential step fixed, half random, so clients spread out."""
-        step = min(self.backoff_max, self.backoff_base * 2**attempt)
-        backoff = step / 2 + random.uniform(0, step / 2)
-        if retry_after is None:
-            return backoff
-        return max(backoff, min(retry_after, MAX_RETRY_AFTER))
-
-
 def read_api_key(api_key_env: str | None, backend: str) -> str | None:
     """The key from the environment; None when the backend needs none (api_key_env=None)."""
-    if api_key_env is None:
-        return None
-    key = os.environ.get(api_key_env, "").strip()
-    if not key:
-        raise BackendError(
-            f"{backend} embeddings need an API key: set the environment variable {api_key_env} "
-            "(or point api_key_env at the variable that holds it)"
-        )
-    return key
+    return _read_key(api_key_env, f"{backend} embeddings")
 
 
 def embeddings_url(base_url: str) -> str:
     """`http://host:8000`, `.../v1` and `.../v1/` all mean `.../v1/embeddings`."""
-    url = base_url.strip().rstrip("/")
-    if not re.match(r"^https?://[^/]", url):
-        raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
-    root = url if url.endswith("/v1") else f"{url}/v1"
-    return f"{root}/embeddings"
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header, given as delay-seconds or as an HTTP date."""
-    if not value:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
+    return f"{normalise_base_url(base_url)}/embeddings"
 
 
 class EmbeddingsClient:
@@ -151,44 +113,23 @@ class EmbeddingsClient:
         return l2_normalise(np.vstack(parts))
 
     def _post_batch(self, texts: list[str], body: dict[str, Any]) -> np.ndarray:
-        last = "no attempt made"
-        for attempt in range(self.retry.max_retries + 1):
-            try:
-                return self._parse(self._post_once(body), len(texts))
-            except _Retryable as exc:
-                last = exc.reason
-                if attempt == self.retry.max_retries:
-                    break
-                wait = self.retry.delay(attempt, exc.retry_after)
-                log.warning("%s: %s; retry %d/%d in %.1fs", self.url, last, attempt + 1,
-                            self.retry.max_retries, wait)
-                time.sleep(wait)
-        raise BackendError(
-            f"{self.url}: embedding request failed after {self.retry.max_retries + 1} attempts; "
-            f"last error: {last}"
+        return call_with_retries(
+            lambda: self._parse(self._post_once(body), len(texts)),
+            self.retry,
+            where=self.url,
+            failed=f"{self.url}: embedding request failed",
         )
 
     def _post_once(self, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            response = self._http.post(self.url, json=body)
-        except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            raise _Retryable(f"connection error ({type(exc).__name__}: {exc})") from exc
+        response = post_json(self._http, self.url, body, self._secret)
         status = response.status_code
-        if status in RETRY_STATUSES or status >= 500:
-            raise _Retryable(
-                f"HTTP {status}: {self._snippet(response)}",
-                parse_retry_after(response.headers.get("Retry-After")),
-            )
         if status >= 400:
-            hint = " (check the API key variable)" if status in (401, 403) else ""
-            raise BackendError(f"{self.url}: HTTP {status}{hint}: {self._snippet(response)}")
+            raise BackendError(f"{self.url}: {http_error(response, self._secret)}")
         try:
             payload = response.json()
         except ValueError as exc:
             raise BackendError(f"{self.url}: HTTP {status} with a body that is not JSON: "
-                               f"{self._snippet(response)}") from exc
+                               f"{snippet(response, self._secret)}") from exc
         if not isinstance(payload, dict):
             raise BackendError(f"{self.url}: expected a JSON object, got {type(payload).__name__}")
         return payload
@@ -212,9 +153,3 @@ class EmbeddingsClient:
         if rows.ndim != 2 or rows.shape[1] == 0 or not np.isfinite(rows).all():
             raise BackendError(f"{self.url}: embeddings are not equal-length lists of finite floats")
         return rows
-
-    def _snippet(self, response: httpx.Response) -> str:
-        text = response.text[:BODY_SNIPPET].replace("\n", " ")
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return text or "(empty body)"

@@ -10,21 +10,25 @@ request: each slot holds its reply or the exception that ended it.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import logging
-import math
-import os
-import random
 import re
 import time
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC
 from typing import Any, Literal, TypeVar
 
 import httpx
 
 from kohaku_rag.errors import BackendError
+from kohaku_rag.http_retry import (
+    Retryable,
+    RetryPolicy,
+    normalise_base_url,
+    raise_if_retryable,
+    read_api_key,
+    redact,
+)
+from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, extract_json
 
 log = logging.getLogger(__name__)
@@ -32,7 +36,6 @@ log = logging.getLogger(__name__)
 Structured = Literal["json_schema", "json_object", "none"]
 # Strongest first; a server that rejects one is asked with the next.
 _MODES: tuple[Structured, ...] = ("json_schema", "json_object", "none")
-_RETRY_STATUSES = frozenset({408, 409, 425, 429})
 _OVERFLOW = re.compile(
     r"context[ _-]?length|context window|context size|maximum context|too many tokens"
     r"|prompt is too long|input is too long|exceeds? the (?:available )?context",
@@ -42,41 +45,8 @@ _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 T = TypeVar("T")
 
 
-class _Retryable(Exception):
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
-
-
 class _FormatUnsupported(Exception):
     """The server refused the response_format we sent."""
-
-
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    return max(0.0, seconds) if math.isfinite(seconds) else None
-
-
-def normalise_base_url(base_url: str) -> str:
-    """`http://host:8000`, `.../v1` and `.../v1/` all mean the same API root."""
-    url = base_url.strip().rstrip("/")
-    if not re.match(r"^https?://", url):
-        raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
-    return url if url.endswith("/v1") else f"{url}/v1"
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -120,15 +90,16 @@ class OpenAIChat:
         self.context_window = context_window
         self.max_concurrent = max_concurrent
         self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
-        self.max_wait = max_wait
+        # Full jitter: a batch's burst of 429s spreads over the window instead of returning at once.
+        self.retry = RetryPolicy(
+            max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
+            max_wait=max_wait, jitter="full",
+        )
         self.base_url = normalise_base_url(base_url)
         self._url = f"{self.base_url}/chat/completions"
         # Learned per client: once a server rejects a response_format, stop sending it.
         self._mode: Structured = structured
-        self._api_key = self._read_key(api_key_env)
+        self._api_key = read_api_key(api_key_env, "the chat model")
 
     def __repr__(self) -> str:
         return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
@@ -177,14 +148,13 @@ class OpenAIChat:
             except _FormatUnsupported:
                 self._fall_back_from(mode)  # not a failure: the next mode is a different ask
                 continue
-            except _Retryable as exc:
+            except Retryable as exc:
                 failures += 1
-                if failures > self.max_retries:
+                if failures > self.retry.max_retries:
                     raise BackendError(
                         f"{self._where}: gave up after {failures} attempts; last error: {exc.reason}"
                     ) from None
-                delay = exc.retry_after if exc.retry_after is not None else self._backoff(failures)
-                delay = min(delay, self.max_wait)
+                delay = self.retry.delay(failures - 1, exc.retry_after)
                 log.warning("%s: attempt %d failed (%s); retrying in %.2fs", self._where, failures, exc.reason, delay)
                 await asyncio.sleep(delay)
 
@@ -193,16 +163,15 @@ class OpenAIChat:
         try:
             resp = await client.post(self._url, json=self._payload(req, mode))
         except httpx.TimeoutException:
-            raise _Retryable(f"no reply within {self.timeout:g}s") from None
+            raise Retryable(f"no reply within {self.timeout:g}s") from None
         except httpx.TransportError as exc:
-            raise _Retryable(f"connection failed: {type(exc).__name__}: {self._redact(str(exc))}") from None
+            raise Retryable(f"connection failed: {type(exc).__name__}: {self._redact(str(exc))}") from None
         seconds = time.perf_counter() - started
         if resp.status_code == 200:
             return self._parse_reply(resp, req, seconds)
         body = self._redact(resp.text[:1000])
         status = resp.status_code
-        if status in _RETRY_STATUSES or status >= 500:
-            raise _Retryable(f"HTTP {status}: {body[:300]}", parse_retry_after(resp.headers.get("retry-after")))
+        raise_if_retryable(resp, body[:300])
         if 400 <= status < 500 and _OVERFLOW.search(body):
             raise ContextOverflowError(f"{self._where}: prompt does not fit the context window: HTTP {status}: {body}")
         if status == 400 and mode != "none" and "response_format" in body.lower():
@@ -216,7 +185,7 @@ class OpenAIChat:
             text = choice["message"]["content"] or ""
         except (ValueError, KeyError, IndexError, TypeError):
             # A proxy's HTML error page or a half-written body: worth another try.
-            raise _Retryable(f"reply is not a chat completion: {self._redact(resp.text[:200])!r}") from None
+            raise Retryable(f"reply is not a chat completion: {self._redact(resp.text[:200])!r}") from None
         if req.json_schema is not None:
             found = extract_json(text)
             if found is None:
@@ -225,7 +194,7 @@ class OpenAIChat:
                         f"{self._where}: the reply reached max_tokens={req.max_tokens} before its JSON "
                         "was complete; raise max_tokens"
                     )
-                raise _Retryable(f"reply is not valid JSON: {text[:200]!r}")
+                raise Retryable(f"reply is not valid JSON: {text[:200]!r}")
             text = found
         usage = data.get("usage") or {}
         return ChatResult(
@@ -266,29 +235,12 @@ class OpenAIChat:
             log.warning("%s: server refused response_format %s; using %s", self._where, mode, weaker)
             self._mode = weaker
 
-    def _backoff(self, failures: int) -> float:
-        # Full jitter (AWS architecture blog): spreads a burst of 429s over the window.
-        return random.uniform(0.0, min(self.backoff_max, self.backoff_base * 2 ** (failures - 1)))
-
     @property
     def _where(self) -> str:
         return f"{self.model} at {self.base_url}"
 
     def _redact(self, text: str) -> str:
-        key = self._api_key
-        return text.replace(key, "[redacted]") if key else text
-
-    @staticmethod
-    def _read_key(env: str | None) -> str | None:
-        if env is None:
-            return None
-        key = os.environ.get(env)
-        if not key:
-            raise BackendError(
-                f"environment variable {env} is not set: export the API key there, "
-                "or use api_key_env=None for a server that needs no key"
-            )
-        return key
+        return redact(text, self._api_key)
 
 
 def _with_schema_instruction(messages: list[dict[str, str]], schema_json: str) -> list[dict[str, str]]:

@@ -1,0 +1,175 @@
+"""What every HTTP backend here shares: API keys, base URLs, which failures to retry, how long
+to wait between tries, and keeping the key out of error text.
+
+Used by the embedding client (`embed.http`), the chat client (`llm.openai_compat`, async) and
+the vision captioner (`captions`). Transport-level helpers (`post_json`, `call_with_retries`)
+are for the sync callers; the async chat client drives its own loop with `RetryPolicy.delay`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import math
+import os
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any, Literal, TypeVar
+
+import httpx
+
+from kohaku_rag.errors import BackendError
+
+log = logging.getLogger(__name__)
+
+# 408/409/425 are "try again" answers some gateways give; 429 is the rate limit; 5xx too.
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+MAX_RETRY_AFTER = 300.0  # default cap on a server's Retry-After, in seconds
+BODY_SNIPPET = 300  # characters of an error body kept in an error message
+REDACTED = "[redacted]"
+T = TypeVar("T")
+
+
+class Retryable(Exception):
+    """A transient failure: worth another try, after at least `retry_after` seconds if given."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How many times to retry and how long to wait before retry number `attempt + 1`.
+
+    `jitter="equal"` keeps half of each exponential step fixed and draws the other half, so
+    parallel workers that hit one limit do not come back in lockstep; `"full"` draws the
+    whole step (AWS architecture blog), which spreads a burst of 429s over the window.
+    """
+
+    max_retries: int = 5
+    backoff_base: float = 0.5  # first back-off step in seconds; doubles per attempt
+    backoff_max: float = 30.0
+    max_wait: float = MAX_RETRY_AFTER  # never sleep longer than this on a server's say-so
+    jitter: Literal["equal", "full"] = "equal"
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0 or self.backoff_base < 0 or self.backoff_max < 0 or self.max_wait < 0:
+            raise ValueError("max_retries, backoff_base, backoff_max and max_wait must be >= 0")
+        if self.jitter not in ("equal", "full"):
+            raise ValueError(f"jitter={self.jitter!r} is not 'equal' or 'full'")
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt `attempt` (0-based); at least the (capped)
+        Retry-After when the server sent one."""
+        step = min(self.backoff_max, self.backoff_base * 2**attempt)
+        floor = step / 2 if self.jitter == "equal" else 0.0
+        backoff = floor + random.uniform(0.0, step - floor)
+        if retry_after is None:
+            return min(backoff, self.max_wait)
+        return max(backoff, min(retry_after, self.max_wait))
+
+
+def is_retryable_status(status: int) -> bool:
+    return status in RETRYABLE_STATUS or status >= 500
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000" parses naive; HTTP dates are always GMT
+            when = when.replace(tzinfo=UTC)
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def read_api_key(env: str | None, needed_by: str = "this server") -> str | None:
+    """The key held by environment variable `env`; None when `env` is None (no key needed)."""
+    if env is None:
+        return None
+    key = os.environ.get(env, "").strip()
+    if not key:
+        raise BackendError(
+            f"{needed_by} needs an API key, but environment variable {env} is not set: set the "
+            f"environment variable {env} to the key (or point api_key_env at the variable that "
+            "holds it), or use api_key_env=None for a server that needs no key"
+        )
+    return key
+
+
+def redact(text: str, key: str | None) -> str:
+    """`text` with the API key scrubbed out, for servers that echo a bad key back."""
+    return text.replace(key, REDACTED) if key else text
+
+
+def normalise_base_url(base_url: str) -> str:
+    """`http://host:8000`, `.../v1` and `.../v1/` all mean the same API root, `.../v1`."""
+    url = base_url.strip().rstrip("/")
+    if not re.match(r"^https?://[^/]", url):
+        raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
+    return url if url.endswith("/v1") else f"{url}/v1"
+
+
+def snippet(response: httpx.Response, key: str | None) -> str:
+    """The start of a response body on one line, key scrubbed, for an error message."""
+    text = redact(response.text[:BODY_SNIPPET].replace("\n", " "), key)
+    return text or "(empty body)"
+
+
+def raise_if_retryable(response: httpx.Response, body: str) -> None:
+    """Retryable (with the server's Retry-After) for 408/409/425/429/5xx; `body` is already safe."""
+    status = response.status_code
+    if is_retryable_status(status):
+        raise Retryable(f"HTTP {status}: {body}", parse_retry_after(response.headers.get("Retry-After")))
+
+
+def http_error(response: httpx.Response, key: str | None) -> str:
+    """`HTTP <status>: <body>` for a final (non-retryable) error status, with a key hint on 401/403."""
+    hint = " (check the API key variable)" if response.status_code in (401, 403) else ""
+    return f"HTTP {response.status_code}{hint}: {snippet(response, key)}"
+
+
+def post_json(client: httpx.Client, url: str, body: dict[str, Any], key: str | None) -> httpx.Response:
+    """POST `body`; timeouts, dropped connections and retryable statuses raise Retryable."""
+    try:
+        response = client.post(url, json=body)
+    except httpx.TimeoutException as exc:
+        raise Retryable(f"timed out ({type(exc).__name__})") from exc
+    except httpx.TransportError as exc:
+        raise Retryable(f"connection error ({type(exc).__name__}: {redact(str(exc), key)})") from exc
+    raise_if_retryable(response, snippet(response, key))
+    return response
+
+
+def call_with_retries(call: Callable[[], T], policy: RetryPolicy, where: str, failed: str) -> T:
+    """`call()` until it does not raise Retryable, at most `policy.max_retries` extra times.
+
+    `where` prefixes the log lines; `failed` starts the BackendError raised when all tries
+    fail, which ends "after N attempts; last error: <reason>".
+    """
+    last = "no attempt made"
+    for attempt in range(policy.max_retries + 1):
+        try:
+            return call()
+        except Retryable as exc:
+            last = exc.reason
+            if attempt == policy.max_retries:
+                break
+            wait = policy.delay(attempt, exc.retry_after)
+            log.warning("%s: %s; retry %d/%d in %.2fs", where, last, attempt + 1, policy.max_retries, wait)
+            time.sleep(wait)
+    raise BackendError(f"{failed} after {policy.max_retries + 1} attempts; last error: {last}")
