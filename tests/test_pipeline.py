@@ -136,3 +136,28 @@ def test_sensor_registers_new_documents(env, monkeypatch):
     assert sorted(r.partition_key for r in result.run_requests) == ["carbon", "gpu", "water"]
     shutil.rmtree(corpus)
     corpus.mkdir()
+
+
+def test_listed_document_is_fetched_from_its_url(env, tmp_path):
+    """A document in metadata.csv with a URL but no local file is downloaded over HTTP."""
+    import functools
+    import http.server
+    import threading
+
+    settings, corpus = env
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "remote.txt").write_text("Remote report\n\nThe remote facility reported a PUE of 1.12 in 2024.\n")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/remote.txt"
+        (corpus / "metadata.csv").write_text(f"id,title,url\nremote,Remote report,{url}\nghost,Gone,http://127.0.0.1:9/none.pdf\n")
+        report = run_index(settings, progress=quiet)
+    finally:
+        server.shutdown()
+    assert "remote" in report.recomputed
+    assert "ghost" in report.failed and "download of ghost failed" in report.failed["ghost"]
+    assert (settings.lake.sources_dir / "remote.txt").exists()
+    assert "remote" in _store_docs(settings)
