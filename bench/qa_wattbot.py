@@ -10,7 +10,7 @@ Seconds per question: baseline and single = planner + retrieval + LLM time of ru
 ensemble adds its extra runs' LLM time (they share the prompt's KV cache). Then everything
 is asked again through the response cache and the LLM calls it saved are counted.
 
-    python bench/qa_wattbot.py --lake LAKE [--limit N] [--work DIR]
+    python bench/qa_wattbot.py --lake LAKE [--limit N] [--skip N] [--runs M] [--work DIR]
 """
 
 from __future__ import annotations
@@ -83,12 +83,13 @@ def main() -> None:
     parser.add_argument("--lake", type=Path, required=True, help="a lake with the WattBot index built")
     parser.add_argument("--wattbot", type=Path, default=REPO.parent / "shared" / "wattbot")
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions (0: all)")
+    parser.add_argument("--skip", type=int, default=0, help="leave out the first N questions (to extend a run)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/qa_bench"), help="response cache (emptied first)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
 
-    questions = load_questions(args.wattbot / "train_QA.csv")
+    questions = load_questions(args.wattbot / "train_QA.csv")[args.skip:]
     if args.limit:
         questions = questions[: args.limit]
     shutil.rmtree(args.work / "llm", ignore_errors=True)

@@ -87,7 +87,14 @@ class RetrievalConfig:
     bm25_top_k: int = 24  # BM25 paragraph hits per query (0 disables BM25)
     top_k_final: int = 16  # context units kept after the cross-query rerank (~8,000 characters)
     rerank: Literal["frequency", "score", "combined"] = "combined"
-    alpha: float = 0.5  # weight of frequency against score in "combined"
+    # "combined" ranks by alpha × (weighted) query frequency + (1 − alpha) × best score.
+    alpha: float = 0.25
+    # Weight of every query after the first (the planner's rewrites) against the question
+    # itself, in score and frequency. Measured on WattBot train at the answering budget
+    # (bench/qa_context.py): the bundled 1.5B planner's rewrites at full weight cut evidence
+    # recall from 0.84 to 0.77; at 0.25 (with alpha 0.25) they add recall without displacing
+    # the question's own hits.
+    planned_query_weight: float = 0.25
     # Dense and BM25 hits are fused by weighted reciprocal rank. Tuned on WattBot train
     # (bench/index_wattbot.py): with the bundled MiniLM, dense retrieval alone is far weaker
     # than BM25, and an equal-weight hybrid loses to BM25; as a light tie-breaker over BM25

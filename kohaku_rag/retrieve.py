@@ -47,7 +47,7 @@ class ContextItem:
 class UnitScore:
     node_id: str
     score: float  # best fused score over queries
-    frequency: int  # number of queries that found the unit
+    frequency: float  # (weighted) number of queries that found the unit
 
 
 def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float) -> dict[str, float]:
@@ -59,19 +59,25 @@ def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float
     return dict(fused)
 
 
-def rerank(per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float) -> list[UnitScore]:
-    """KohakuRAG's cross-query rerank of units found by several queries."""
+def rerank(per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float,
+           weights: Sequence[float] | None = None) -> list[UnitScore]:
+    """KohakuRAG's cross-query rerank of units found by several queries.
+
+    `weights` (one per query, default 1) scale a query's scores and its vote in the
+    frequency, so planned rewrites can count for less than the question itself.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(per_query)
     best: dict[str, float] = {}
-    freq: dict[str, int] = defaultdict(int)
-    for scores in per_query:
+    freq: dict[str, float] = defaultdict(float)
+    for scores, weight in zip(per_query, weights, strict=True):
         for node_id, score in scores.items():
-            best[node_id] = max(best.get(node_id, 0.0), score)
-            freq[node_id] += 1
+            best[node_id] = max(best.get(node_id, 0.0), weight * score)
+            freq[node_id] += weight
     units = [UnitScore(n, best[n], freq[n]) for n in best]
     if not units:
         return []
     top_score = max(u.score for u in units) or 1.0
-    n_queries = max(len(per_query), 1)
+    n_queries = sum(weights) or 1.0
 
     def key(u: UnitScore) -> tuple[float, float]:
         if strategy == "frequency":
@@ -153,7 +159,9 @@ class Retriever:
             return []
         vectors = self.embedder.embed(queries, role="query")
         per_query = [self.query_scores(q, v, cfg) for q, v in zip(queries, vectors, strict=True)]
-        ranked = rerank(per_query, cfg.rerank, cfg.alpha)[: cfg.top_k_final]
+        # The first query is the question; the rest are the planner's rewrites.
+        weights = [1.0] + [cfg.planned_query_weight] * (len(queries) - 1)
+        ranked = rerank(per_query, cfg.rerank, cfg.alpha, weights)[: cfg.top_k_final]
         scores = {u.node_id: u.score for u in ranked}
         targets: list[str] = []
         for unit in ranked:

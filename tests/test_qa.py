@@ -141,6 +141,8 @@ def test_new_config_is_the_only_one_computed(env):
     assert first.dynamic_partitions_requests[0].partition_keys == ["a"]
     report = run_config(settings, "a")
     assert report.metadata["scores"]["final"] == pytest.approx(1.0)
+    assert report.metadata["scores"]["per_type_accuracy"] == {"number": 1.0}
+    assert report.metadata["scores"]["worst"].startswith("| id | score |")
     before, calls = mtimes(settings, cfg_a), len(server.requests)
     assert server.kinds() == {"planner": 3, "answer": 6}  # 3 questions; 2 runs each
 

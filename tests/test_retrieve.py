@@ -19,6 +19,15 @@ def test_rerank_strategies():
     assert rerank([], "combined", 0.5) == []
 
 
+def test_rerank_weights_let_the_question_outvote_its_rewrites():
+    # "q" is the question's own best hit; two rewrites agree on "r".
+    per_query = [{"q": 1.0, "r": 0.2}, {"r": 0.9}, {"r": 0.9}]
+    assert rerank(per_query, "combined", 0.5)[0].node_id == "r"
+    weighted = rerank(per_query, "combined", 0.5, weights=[1.0, 0.25, 0.25])
+    assert weighted[0].node_id == "q"
+    assert weighted[1].frequency == 1.5 and weighted[1].score == 0.9 * 0.25
+
+
 def test_dedup_modes():
     ids = ["d:sec1:p1", "d:sec1:p1", "d:sec1", "d:sec2:p3", "e:sec1:p1"]
     assert dedup(ids, "none") == ids
