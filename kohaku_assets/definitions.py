@@ -19,6 +19,7 @@ from dagster import (
 
 from kohaku_assets.assets import INDEXES, PER_DOCUMENT
 from kohaku_assets.partitions import documents
+from kohaku_assets.cross_ensembles import CROSS_ASSETS, cross_ensemble_job, ensemble_specs_sensor
 from kohaku_assets.qa import QA_ASSETS, answer_config_job, configs_sensor
 from kohaku_assets.settings import KohakuSettings
 from kohaku_rag import indexing as ix
@@ -97,9 +98,9 @@ def nightly_reindex(context: ScheduleEvaluationContext) -> list[RunRequest] | Sk
 
 
 defs = Definitions(
-    assets=[*PER_DOCUMENT, *INDEXES, *QA_ASSETS],
-    jobs=[index_document_job, assemble_indexes_job, answer_config_job],
-    sensors=[corpus_sensor, configs_sensor],
+    assets=[*PER_DOCUMENT, *INDEXES, *QA_ASSETS, *CROSS_ASSETS],
+    jobs=[index_document_job, assemble_indexes_job, answer_config_job, cross_ensemble_job],
+    sensors=[corpus_sensor, configs_sensor, ensemble_specs_sensor],
     schedules=[nightly_reindex],
     resources={"settings": settings},
 )

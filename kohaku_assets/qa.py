@@ -19,6 +19,7 @@ import pyarrow as pa
 from dagster import (
     AddDynamicPartitionsRequest,
     AssetExecutionContext,
+    AssetKey,
     AutomationCondition,
     DataVersion,
     DefaultSensorStatus,
@@ -215,7 +216,7 @@ def leaderboard_rows(settings: KohakuSettings) -> list[dict[str, object]]:
         preds = [p for r in range(cfg.voting.runs) if st.run_path(lake, keys.prediction, r).exists()
                  for p in st.read_run(lake, keys.prediction, r)]
         rows.append({
-            "config": name, "questions_file": cfg.questions, "questions": n,
+            "config": name, "kind": "config", "members": [name], "questions_file": cfg.questions, "questions": n,
             "final": sum(r["total"] for r in table) / n, "value": sum(r["value"] for r in table) / n,
             "ref": sum(r["ref"] for r in table) / n, "na": sum(r["na"] for r in table) / n,
             "runs": cfg.voting.runs, "vote_mode": cfg.voting.mode, "temperature": cfg.generation.temperature,
@@ -225,11 +226,17 @@ def leaderboard_rows(settings: KohakuSettings) -> list[dict[str, object]]:
             "retrieval_hash": cfg.retrieval_hash, "generation_hash": cfg.generation_hash,
             "voting_hash": cfg.voting_hash, "config_json": json.dumps(cfg.as_dict(), default=str),
         })
+    from kohaku_assets.cross_ensembles import ensemble_rows
+
+    rows += ensemble_rows(settings)
+    columns = list(dict.fromkeys(k for row in rows for k in row))  # configs and ensembles share one schema
+    rows = [{k: row.get(k) for k in columns} for row in rows]
     return sorted(rows, key=lambda r: -float(r["final"]))  # type: ignore[arg-type]
 
 
-@asset(group_name=GROUP, deps=[scores], code_version="1", automation_condition=AutomationCondition.eager(),
-       description="Every scored config in one Parquet table: duckdb -c \"from '<lake>/qa/leaderboard.parquet'\".")
+@asset(group_name=GROUP, deps=[scores, AssetKey("cross_ensemble")], code_version="1",
+       automation_condition=AutomationCondition.eager(),
+       description="Every scored config and ensemble in one Parquet table: duckdb -c \"from '<lake>/qa/leaderboard.parquet'\".")
 def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     rows = leaderboard_rows(settings)
     path = st.leaderboard_path(settings.lake)
@@ -251,13 +258,13 @@ def config_versions(folder: Path) -> dict[str, str]:
     return {name: st.file_sha(path) for name, path in config_files(folder).items()}
 
 
-def sensor_plan(folder: Path, registered: set[str], cursor: dict[str, str]) -> tuple[list[str], list[str], list[str], dict[str, str]]:
-    """(partitions to add, to delete, configs to run, new cursor) for the files in `folder`."""
-    versions = config_versions(folder)
+def sensor_plan(versions: dict[str, str], registered: set[str], cursor: dict[str, str]) -> tuple[list[str], list[str], list[str]]:
+    """(partitions to add, to delete, names to run) for files whose content hashes are `versions`;
+    `cursor` holds each file's hash when it was last requested."""
     add = sorted(set(versions) - registered)
     delete = sorted(registered - set(versions))
     run = sorted(name for name, sha in versions.items() if cursor.get(name) != sha)
-    return add, delete, run, versions
+    return add, delete, run
 
 
 @sensor(jobs=[answer_config_job], minimum_interval_seconds=30, default_status=DefaultSensorStatus.STOPPED,
@@ -267,7 +274,8 @@ def configs_sensor(context: SensorEvaluationContext) -> SensorResult | SkipReaso
     registered = set(context.instance.get_dynamic_partitions(configs.name))
     # The cursor holds each file's content hash when it was last requested.
     cursor = json.loads(context.cursor) if context.cursor else {}
-    add, delete, run, versions = sensor_plan(folder, registered, cursor)
+    versions = config_versions(folder)
+    add, delete, run = sensor_plan(versions, registered, cursor)
     if not (add or delete or run):
         return SkipReason(f"no config in {folder} changed")
     return SensorResult(
@@ -306,7 +314,7 @@ def run_config(settings: KohakuSettings, name: str, *, leaderboard_too: bool = T
                          raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
     if not result.success:
         raise RuntimeError(f"config {name}: {failure_message(result)}")
-    metadata = _materialization_metadata(result)
+    metadata = materialization_metadata(result)
     if leaderboard_too:
         board = materialize(QA_ASSETS, selection=[leaderboard], instance=instance, resources=resources,
                             raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
@@ -315,7 +323,7 @@ def run_config(settings: KohakuSettings, name: str, *, leaderboard_too: bool = T
     return QAReport(name, st.keys_for(settings.lake, cfg), metadata, time.perf_counter() - started)
 
 
-def _materialization_metadata(result) -> dict[str, dict[str, object]]:  # type: ignore[no-untyped-def]
+def materialization_metadata(result) -> dict[str, dict[str, object]]:  # type: ignore[no-untyped-def]
     out: dict[str, dict[str, object]] = {}
     for event in result.get_asset_materialization_events():
         mat = event.event_specific_data.materialization  # type: ignore[union-attr]

@@ -81,26 +81,49 @@ def eval_config_name(settings: KohakuSettings, name: str, questions: Path) -> st
     return derived
 
 
+def eval_ensemble_name(settings: KohakuSettings, name: str, questions: Path) -> str:
+    """The ensemble spec to run for `name` on `questions`: `name` itself when its members
+    already use that file, else a derived spec `<name>--<csv stem>` over derived members."""
+    import dataclasses
+
+    from kohaku_assets.cross_ensembles import spec_of
+    from kohaku_rag.ensemble_spec import dump_spec, ensembles_dir
+    from kohaku_rag.lake import check_key
+
+    spec = spec_of(settings, name)
+    members = tuple(eval_config_name(settings, member, questions) for member in spec.configs)
+    if members == spec.configs:
+        return name
+    from kohaku_assets.qa import configs_dir
+
+    derived = check_key(f"{name}--{questions.resolve().stem}")
+    target = ensembles_dir(configs_dir(settings.lake)) / f"{derived}.json"
+    text = dump_spec(dataclasses.replace(spec, configs=members))
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+    return derived
+
+
+def is_ensemble_name(settings: KohakuSettings, name: str) -> bool:
+    from kohaku_assets.qa import configs_dir
+    from kohaku_rag.ensemble_spec import ensemble_files
+
+    folder = configs_dir(settings.lake)
+    return name not in config_files(folder) and name in ensemble_files(folder)
+
+
 def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
-    from kohaku_assets.qa import config_of, run_config
     from kohaku_rag import qa_store as st
     from kohaku_rag.answer_types import load_questions
     from kohaku_rag.score import load_ref_urls, write_submission_csv
 
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    name = eval_config_name(settings, args.config, Path(args.questions))
-    report = run_config(settings, name)
-    for asset_name in ("retrievals", "predictions", "ensembles"):
-        meta = report.metadata.get(asset_name, {})
-        say(f"{asset_name}: {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
-    cfg = config_of(settings, name)
-    questions = load_questions(cfg.questions)
-    if args.run is None:
-        answers = st.read_answers(st.ensemble_path(settings.lake, report.keys.ensemble))
-    elif 0 <= args.run < cfg.voting.runs:
-        answers = {p.question_id: p.answer for p in st.read_run(settings.lake, report.keys.prediction, args.run)}
+    if is_ensemble_name(settings, args.config):
+        if args.run is not None:
+            raise ValueError(f"--run: {args.config} is an ensemble of configs; export a member's run with --config MEMBER")
+        name, questions, answers = _eval_ensemble(settings, args.config, Path(args.questions), say)
     else:
-        raise ValueError(f"--run {args.run}: config {name} has runs 0..{cfg.voting.runs - 1}")
+        name, questions, answers = _eval_config(settings, args.config, Path(args.questions), args.run, say)
     default_name = name if args.run is None else f"{name}-run{args.run}"
     out = Path(args.out) if args.out else settings.lake.root / "qa" / "submissions" / f"{default_name}.csv"
     write_submission_csv(out, questions, answers, _ref_urls(settings, answers, load_ref_urls))
@@ -115,6 +138,46 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
             f"on {len(score.rows)} questions")
     print(json.dumps(summary))
     return 0
+
+
+def _eval_config(settings: KohakuSettings, config: str, questions_csv: Path, run: int | None, say):  # type: ignore[no-untyped-def]
+    from kohaku_assets.qa import config_of, run_config
+    from kohaku_rag import qa_store as st
+    from kohaku_rag.answer_types import load_questions
+
+    name = eval_config_name(settings, config, questions_csv)
+    report = run_config(settings, name)
+    for asset_name in ("retrievals", "predictions", "ensembles"):
+        meta = report.metadata.get(asset_name, {})
+        say(f"{asset_name}: {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
+    cfg = config_of(settings, name)
+    if run is None:
+        answers = st.read_answers(st.ensemble_path(settings.lake, report.keys.ensemble))
+    elif 0 <= run < cfg.voting.runs:
+        answers = {p.question_id: p.answer for p in st.read_run(settings.lake, report.keys.prediction, run)}
+    else:
+        raise ValueError(f"--run {run}: config {name} has runs 0..{cfg.voting.runs - 1}")
+    return name, load_questions(cfg.questions), answers
+
+
+def _eval_ensemble(settings: KohakuSettings, spec_name: str, questions_csv: Path, say):  # type: ignore[no-untyped-def]
+    """Materialize every member config that is missing anything, then the cross-config vote."""
+    from kohaku_assets.cross_ensembles import run_ensemble, spec_of
+    from kohaku_assets.qa import config_of, run_config
+    from kohaku_rag import qa_store as st
+    from kohaku_rag.answer_types import load_questions
+
+    name = eval_ensemble_name(settings, spec_name, questions_csv)
+    spec = spec_of(settings, name)
+    for member in spec.configs:
+        report = run_config(settings, member, leaderboard_too=False)
+        meta = report.metadata.get("predictions", {})
+        say(f"{member}: predictions {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
+    meta = run_ensemble(settings, name)
+    say(f"ensemble {name}: {meta['voters']} voters from {len(spec.configs)} configs, "
+        f"{'reused' if meta['reused'] else 'voted'} ({meta['key']})")
+    answers = st.read_answers(st.ensemble_path(settings.lake, str(meta["key"])))
+    return name, load_questions(config_of(settings, spec.configs[0]).questions), answers
 
 
 def _ref_urls(settings: KohakuSettings, answers, load_ref_urls):  # type: ignore[no-untyped-def]
@@ -137,7 +200,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
 
     p = sub.add_parser("eval", parents=[common], help="answer a WattBot question file with a config and score it")
     p.add_argument("--questions", required=True, help="WattBot-format CSV")
-    p.add_argument("--config", default="default", help="config name in the configs folder (default: %(default)s)")
+    p.add_argument("--config", default="default",
+                   help="config name in the configs folder, or an ensemble spec in its ensembles/ folder (default: %(default)s)")
     p.add_argument("--out", default=None, help="submission CSV to write (default: <lake>/qa/submissions/NAME.csv)")
     p.add_argument("--run", type=int, default=None, help="export and score this single run instead of the ensemble")
     p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")

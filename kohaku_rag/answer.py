@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from kohaku_rag.answer_types import BLANK, Answer, Question
 from kohaku_rag.config import RetrievalConfig
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
-from kohaku_rag.llm.base import extract_json
+from kohaku_rag.llm.base import extract_json, loads_json
 from kohaku_rag.normalise import is_blank_value, normalise_answer
 from kohaku_rag.planner import plan_queries
 from kohaku_rag.qa_config import GenerationPart, QAConfig
@@ -198,7 +198,7 @@ def answer_request(question: Question, items: Sequence[ContextItem], gen: Genera
 def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer:
     """The reply as a normalised Answer; unusable replies and is_blank become the abstention."""
     raw = extract_json(text)
-    data = json.loads(raw) if raw is not None else None
+    data = loads_json(raw) if raw is not None else None
     if not isinstance(data, dict) or data.get("is_blank") is True:
         return Answer.blank(question.answer_unit)
     refs = data.get("ref_id")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
-from kohaku_rag.llm.base import extract_json
+from kohaku_rag.llm.base import extract_json, loads_json
 
 SYSTEM = (
     "You write search queries for a keyword and semantic search over research papers about "
@@ -69,7 +69,7 @@ def parse_plan(question: str, text: str, max_queries: int) -> tuple[tuple[str, .
     planned: list[str] = []
     ok = False
     if raw is not None:
-        data = json.loads(raw)
+        data = loads_json(raw)
         items = data.get("queries") if isinstance(data, dict) else None
         if isinstance(items, list) and all(isinstance(q, str) for q in items):
             planned = [q.strip() for q in items if q.strip()]

@@ -162,12 +162,22 @@ def read_run(lake: Lake, key: str, run: int) -> list[Prediction]:
 
 
 def ensemble(runs: Sequence[Sequence[Prediction]], cfg: QAConfig) -> dict[str, Answer]:
-    by_question: dict[str, list[Answer]] = {}
-    for run in runs:
-        for pred in run:
-            by_question.setdefault(pred.question_id, []).append(pred.answer)
     v = cfg.voting
-    return {qid: vote(answers, v.mode, v.ignore_blank, v.tiebreak) for qid, answers in by_question.items()}
+    return vote_pool([answers_of(run) for run in runs], v.mode, v.ignore_blank, v.tiebreak)
+
+
+def answers_of(run: Sequence[Prediction]) -> dict[str, Answer]:
+    return {p.question_id: p.answer for p in run}
+
+
+def vote_pool(voters: Sequence[dict[str, Answer]], mode: str, ignore_blank: bool, tiebreak: str) -> dict[str, Answer]:
+    """One vote per question over every voter (a run, or a config's ensemble) that answered
+    it; voters vote in the order given, which is what the `first` tiebreak prefers."""
+    by_question: dict[str, list[Answer]] = {}
+    for voter in voters:
+        for qid, answer in voter.items():
+            by_question.setdefault(qid, []).append(answer)
+    return {qid: vote(answers, mode, ignore_blank, tiebreak) for qid, answers in by_question.items()}
 
 
 def answer_rows(answers: dict[str, Answer]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import pytest
 from chat_server import ChatServer, Fault
 
 from kohaku_assets.cli import main as cli_main
+from kohaku_assets.cross_ensembles import ensemble_specs_sensor, run_ensemble
 from kohaku_assets.qa import configs_sensor, run_config
 from kohaku_assets.runner import instance_for, run_index
 from kohaku_assets.settings import KohakuSettings
@@ -49,6 +50,7 @@ class QAServer(ChatServer):
         super().__init__()
         self.blank_first = {}
         self.cite_outside = False
+        self.wrong_at_temperature: float | None = None  # answers 999 at this temperature
         self.guard = threading.Lock()
 
     def kinds(self) -> dict[str, int]:
@@ -72,6 +74,8 @@ class QAServer(ChatServer):
             return json.dumps({"explanation": "", "answer": "", "answer_value": "", "answer_unit": unit,
                                "ref_id": enum[:1], "is_blank": True})
         refs = [doc, "nonexistent2020"] if self.cite_outside else [doc]
+        if body["temperature"] == self.wrong_at_temperature:
+            value = "999"
         return json.dumps({"explanation": f"seed {body['seed']} temperature {body['temperature']}",
                            "answer": f"{value} {unit}", "answer_value": value, "answer_unit": unit,
                            "ref_id": refs, "is_blank": False})
@@ -278,6 +282,64 @@ def test_cli_eval_and_ask(env, capsys):
     row = json.loads(capsys.readouterr().out)
     assert row["answer_value"] == "400" and row["citations"][0]["doc_id"] == "gpu"
     assert row["citations"][0]["node_id"].startswith("gpu:")
+
+
+def test_cross_config_ensemble_pools_the_members_stored_runs(env):
+    settings, server, questions = env
+    from dagster import build_sensor_context
+
+    server.wrong_at_temperature = 0.9
+    write_config(settings, "good", server, questions, voting={"runs": 2})
+    write_config(settings, "hot", server, questions, generation={"temperature": 0.9}, voting={"runs": 3})
+    for name in ("good", "hot"):
+        run_config(settings, name, leaderboard_too=False)
+    calls = len(server.requests)
+    folder = settings.lake.root / "configs" / "ensembles"
+    folder.mkdir()
+    (folder / "runs.toml").write_text('configs = ["good", "hot"]\n')
+    (folder / "heads.toml").write_text('configs = ["good", "hot"]\npool = "ensembles"\n')
+    sensed = ensemble_specs_sensor(build_sensor_context(instance=instance_for(settings.lake.root)))
+    assert sorted(r.partition_key for r in sensed.run_requests) == ["heads", "runs"]
+
+    pooled = run_ensemble(settings, "runs")  # 2 right runs against 3 wrong ones: the wrong answer wins
+    assert pooled["voters"] == 5 and pooled["value"] == pytest.approx(0.0) and not pooled["reused"]
+    heads = run_ensemble(settings, "heads")  # one vote per config: a tie, which the first config wins
+    assert heads["voters"] == 2 and heads["value"] == pytest.approx(1.0)
+    assert len(server.requests) == calls  # voting reads stored runs; no LLM call
+    assert run_ensemble(settings, "runs")["reused"]
+    board = duckdb.sql(f"select config, kind, runs, final from '{st.leaderboard_path(settings.lake)}' "
+                       "where kind = 'ensemble' order by config").fetchall()
+    assert [(c, k, r) for c, k, r, _ in board] == [("heads", "ensemble", 2), ("runs", "ensemble", 5)]
+
+    # A member with nothing stored fails the partition, naming the command that computes it.
+    write_config(settings, "cold", server, questions, generation={"temperature": 0.5})
+    (folder / "missing.toml").write_text('configs = ["good", "cold"]\n')
+    with pytest.raises(RuntimeError, match=r"config cold has no stored predictions .*kohaku eval --config cold"):
+        run_ensemble(settings, "missing")
+    # The CLI computes the missing members first, then votes.
+    args = ["--lake", settings.lake_root, "--corpus", settings.corpus_dir]
+    assert cli_main(["eval", "--questions", str(questions), "--config", "missing", "--json", *args]) == 0
+
+
+def test_ensemble_spec_files_are_checked(tmp_path):
+    from kohaku_rag.ensemble_spec import load_ensemble_spec
+
+    bad = {"one.toml": 'configs = ["a"]', "twice.toml": 'configs = ["a", "a"]', "mode.toml": 'configs = ["a", "b"]\nmode = "x"',
+           "key.toml": 'configs = ["a", "b"]\nrunz = 3', "pool.toml": 'configs = ["a", "b"]\npool = "all"'}
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=name):
+            load_ensemble_spec(tmp_path / name)
+    (tmp_path / "ok.toml").write_text('configs = ["a", "b"]')
+    assert load_ensemble_spec(tmp_path / "ok.toml").configs == ("a", "b")
+
+
+def test_replies_with_raw_control_characters_are_read():
+    q = Question("q1", "How many tCO2e did training emit?", "tCO2e")
+    reply = '{"explanation": "line one\nline\ttwo", "answer": "4.3", "answer_value": "4.3", "answer_unit": "tCO2e", "ref_id": ["carbon"], "is_blank": false}'
+    assert "\n" in reply
+    answer = parse_reply(reply, q, ["carbon"])
+    assert answer.answer_value == "4.3" and answer.ref_id == ("carbon",) and "line" in answer.explanation
 
 
 def test_context_overflow_shrinks_the_context(env):

@@ -122,6 +122,12 @@ class ChatModel(Protocol):
         ...
 
 
+def loads_json(text: str) -> Any:
+    """json.loads that admits raw control characters (a tab or newline) inside strings:
+    llama.cpp's JSON grammar lets a model write them, and they lose nothing."""
+    return json.loads(text, strict=False)
+
+
 def extract_json(text: str) -> str | None:
     """The JSON object in a reply, tolerating code fences and chatter around it.
 
@@ -131,11 +137,11 @@ def extract_json(text: str) -> str | None:
     """
     stripped = text.strip()
     try:
-        json.loads(stripped)
+        loads_json(stripped)
         return stripped
     except json.JSONDecodeError:
         pass
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(strict=False)
     start = stripped.find("{")
     while start != -1:
         try:

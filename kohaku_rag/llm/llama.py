@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.errors import BackendError
-from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, loads_json
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
 
@@ -140,7 +140,7 @@ class LlamaCppChat:
         text = choice["text"]
         if req.json_schema is not None:
             try:
-                json.loads(text)
+                loads_json(text)
             except json.JSONDecodeError as exc:
                 if choice.get("finish_reason") == "length":
                     raise BackendError(
