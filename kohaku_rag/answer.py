@@ -113,9 +113,17 @@ def unit_is_given(unit: str) -> bool:
     return not is_blank_value(unit)
 
 
-def format_context(items: Sequence[ContextItem]) -> str:
-    text = [f"[ref_id={i.doc_id}] {_one_line(i.text)}" for i in items if i.attachment not in MEDIA]
-    media = [f"[ref_id={i.doc_id}] ({i.attachment}, page {i.page}) {_one_line(i.text)}"
+def snippet_source(item: ContextItem, titles: bool) -> str:
+    """"(Document title › Section) " before a snippet, when titles are on and known."""
+    if not titles:
+        return ""
+    where = " › ".join(_one_line(t)[:90] for t in (item.doc_title, item.section) if t.strip())
+    return f"({where}) " if where else ""
+
+
+def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
+    text = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{_one_line(i.text)}" for i in items if i.attachment not in MEDIA]
+    media = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {_one_line(i.text)}"
              for i in items if i.attachment in MEDIA]
     parts = ["Context:", *text] if text else ["Context: (none)"]
     if media:
@@ -127,7 +135,8 @@ def is_true_false(question: Question) -> bool:
     return question.question.strip().lower().startswith(("true or false", "true/false"))
 
 
-def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True) -> tuple[Message, ...]:
+def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True,
+                   titles: bool = False) -> tuple[Message, ...]:
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -149,7 +158,7 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
         "ref_id: the ref_id of each passage you used.",
         "is_blank: true only if the context does not answer the question.",
     ])
-    context = format_context(items)
+    context = format_context(items, titles)
     user = f"{context}\n\n{task}" if reordered else f"{task}\n\n{context}"
     return (Message("system", SYSTEM), Message("user", user))
 
@@ -187,7 +196,7 @@ def context_doc_ids(items: Sequence[ContextItem]) -> list[str]:
 def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int) -> ChatRequest:
     unit = question.answer_unit.strip() or BLANK
     return ChatRequest(
-        build_messages(question, items, gen.use_reordered_prompt),
+        build_messages(question, items, gen.use_reordered_prompt, gen.snippet_titles),
         temperature=gen.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,

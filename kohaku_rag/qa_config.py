@@ -60,6 +60,8 @@ class GenerationPart:
     temperature: float = 0.3
     max_tokens: int = 320
     use_reordered_prompt: bool = True  # context before the question (the paper's finding)
+    # Head each snippet with its document title and section heading (from the tree).
+    snippet_titles: bool = False
     # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
     max_retries: int = 2
 

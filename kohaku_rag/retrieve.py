@@ -9,6 +9,7 @@ deduplicated, and packed into the character budget.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from kohaku_rag.config import RetrievalConfig
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.index.bm25 import BM25Index
 from kohaku_rag.index.vectors import VectorStore
+from kohaku_rag.tree import Node, NodeKind
+
+_PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,10 @@ class ContextItem:
     score: float
     text: str
     attachment: str = "text"
+    # Where the snippet sits, for the prompt: the document's title and the heading of the
+    # section holding it ("" when unknown, e.g. flat chunks).
+    doc_title: str = ""
+    section: str = ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -40,6 +48,8 @@ class ContextItem:
             "score": round(self.score, 6),
             "text": self.text,
             "attachment": self.attachment,
+            "doc_title": self.doc_title,
+            "section": self.section,
         }
 
 
@@ -124,6 +134,14 @@ def pack(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
     return out
 
 
+def section_heading(node: Node | None) -> str:
+    """A section's title as a heading for its snippets; page-per-section payloads (titles
+    like "Page 3") have none worth showing."""
+    if node is None or node.kind != NodeKind.SECTION or _PAGE_TITLE.match(node.title):
+        return ""
+    return node.title
+
+
 class Retriever:
     """Holds the loaded embedder and indexes; open once, query many times."""
 
@@ -131,6 +149,17 @@ class Retriever:
         self.embedder = embedder
         self.store = store
         self.bm25 = bm25
+        self._titles: dict[str, str] | None = None
+
+    def doc_title(self, doc_id: str, node: Node | None) -> str:
+        """The corpus metadata's title, else the document node's (the parsed heading);
+        a title that only repeats the id says nothing."""
+        if self._titles is None:
+            self._titles = {d.doc_id: d.title for d in self.store.documents()}
+        for title in (self._titles.get(doc_id, ""), node.title if node else ""):
+            if title.strip() and title.strip() != doc_id:
+                return title.strip()
+        return ""
 
     def _unit_of(self, node_ids: Sequence[str]) -> list[str]:
         """Sentence hits count for their paragraph; the order of first appearance is kept."""
@@ -172,6 +201,7 @@ class Retriever:
             scores[target] = max(scores.get(target, 0.0), unit.score)
         kept = dedup(targets, cfg.dedup)
         rows = self.store.get_nodes(kept)
+        parents = self.store.get_nodes({r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()})
         items = [
             ContextItem(
                 doc_id=rows[n].doc_id,
@@ -181,6 +211,8 @@ class Retriever:
                 score=scores[n],
                 text=rows[n].text,
                 attachment=rows[n].attachment,
+                doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
+                section=section_heading(parents.get(rows[n].parent_id or "")),
             )
             for n in kept
             if n in rows

@@ -378,3 +378,29 @@ def test_config_files_and_part_hashes(tmp_path):
     (tmp_path / "base.json").write_text("{}")
     with pytest.raises(ValueError, match="defined twice"):
         config_files(tmp_path)
+
+
+def test_snippets_can_be_headed_by_document_and_section(env):
+    from kohaku_rag.answer import build_messages
+    from kohaku_rag.retrieve import ContextItem, section_heading
+    from kohaku_rag.tree import Node, NodeKind
+
+    settings, _server, _questions = env
+    retriever = open_retriever(settings.lake, settings.index_config())
+    q = Question("q2", "How many watts did the A100 GPU draw?", "W")
+    (top, *_rest) = retriever.search([q.question], load_qa_config_defaults().retrieval.search)
+    assert (top.doc_id, top.doc_title, top.section) == ("gpu", "GPU power", "1 Measurements")
+    headed = build_messages(q, [top], titles=True)[1].content
+    assert "[ref_id=gpu] (GPU power › 1 Measurements) The A100 GPU drew 400 W" in headed
+    assert "GPU power ›" not in build_messages(q, [top])[1].content
+    # Page-per-section payloads have no heading worth showing; flat chunks have no titles.
+    page = Node("d:sec3", "d", "d", NodeKind.SECTION, 3, "Page 3", "")
+    assert section_heading(page) == "" and section_heading(None) == ""
+    chunk = ContextItem("d", "d:c1", "chunk", None, 1.0, "text")
+    assert "[ref_id=d] text" in build_messages(q, [chunk], titles=True)[1].content
+
+
+def load_qa_config_defaults():
+    from kohaku_rag.qa_config import QAConfig
+
+    return QAConfig(questions="unused.csv")
