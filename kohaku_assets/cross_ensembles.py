@@ -128,7 +128,7 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
     return MaterializeResult(metadata=metadata, data_version=DataVersion(pool.key))  # type: ignore[arg-type]
 
 
-cross_ensemble_job = define_asset_job("cross_ensemble", selection=[cross_ensemble], partitions_def=ensemble_specs,
+cross_ensemble_job = define_asset_job("vote_ensemble", selection=[cross_ensemble], partitions_def=ensemble_specs,
                                       description="Vote the stored runs of the configs an ensemble spec names.")
 
 

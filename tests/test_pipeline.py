@@ -161,3 +161,12 @@ def test_listed_document_is_fetched_from_its_url(env, tmp_path):
     assert "ghost" in report.failed and "download of ghost failed" in report.failed["ghost"]
     assert (settings.lake.sources_dir / "remote.txt").exists()
     assert "remote" in _store_docs(settings)
+
+
+def test_code_location_loads():
+    """What `dagster dev` loads: every asset, job, sensor and schedule resolves together."""
+    import kohaku_assets.definitions as defs_module
+
+    repo = defs_module.defs.get_repository_def()
+    assert {"index_document", "assemble_indexes", "answer_config", "vote_ensemble"} <= {j.name for j in repo.get_all_jobs()}
+    assert {"corpus_sensor", "configs_sensor", "ensemble_specs_sensor"} <= {s.name for s in repo.sensor_defs}
