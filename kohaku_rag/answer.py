@@ -121,9 +121,18 @@ def snippet_source(item: ContextItem, titles: bool) -> str:
     return f"({where}) " if where else ""
 
 
+def marked_text(item: ContextItem) -> str:
+    """The snippet on one line, its marked sentences in **bold**."""
+    text = _one_line(item.text)
+    for sentence in item.marks:
+        one = _one_line(sentence)
+        text = text.replace(one, f"**{one}**", 1)
+    return text
+
+
 def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
-    text = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{_one_line(i.text)}" for i in items if i.attachment not in MEDIA]
-    media = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {_one_line(i.text)}"
+    text = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{marked_text(i)}" for i in items if i.attachment not in MEDIA]
+    media = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {marked_text(i)}"
              for i in items if i.attachment in MEDIA]
     parts = ["Context:", *text] if text else ["Context: (none)"]
     if media:
@@ -158,6 +167,8 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
         "ref_id: the ref_id of each passage you used.",
         "is_blank: true only if the context does not answer the question.",
     ])
+    if any(i.marks for i in items):
+        task = "Sentences in **bold** share the most words with the question.\n" + task
     context = format_context(items, titles)
     user = f"{context}\n\n{task}" if reordered else f"{task}\n\n{context}"
     return (Message("system", SYSTEM), Message("user", user))

@@ -110,6 +110,9 @@ class RetrievalConfig:
     dedup: Literal["none", "node_id", "tree"] = "tree"
     threshold: float = 0.0  # minimum dense cosine similarity for a dense hit to count
     budget_chars: int = 4000
+    # Mark this many sentences of the context, those sharing the most (IDF-weighted) question
+    # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
+    mark_sentences: int = 0
 
 
 def load_config_file(path: Path, cls: type[T]) -> T:

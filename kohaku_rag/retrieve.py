@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kohaku_rag.config import RetrievalConfig
 from kohaku_rag.embed.base import Embedder
-from kohaku_rag.index.bm25 import BM25Index
+from kohaku_rag.index.bm25 import BM25Index, tokenize
 from kohaku_rag.index.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
 
@@ -38,6 +38,10 @@ class ContextItem:
     # section holding it ("" when unknown, e.g. flat chunks).
     doc_title: str = ""
     section: str = ""
+    marks: tuple[str, ...] = ()  # sentences of `text` that best match the question
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "marks", tuple(self.marks))  # lists, when read back from JSON
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -50,6 +54,7 @@ class ContextItem:
             "attachment": self.attachment,
             "doc_title": self.doc_title,
             "section": self.section,
+            "marks": list(self.marks),
         }
 
 
@@ -217,4 +222,28 @@ class Retriever:
             for n in kept
             if n in rows
         ]
-        return pack(items, cfg.budget_chars)
+        packed = pack(items, cfg.budget_chars)
+        if cfg.mark_sentences > 0 and self.bm25 is not None:
+            packed = self.mark_evidence(queries[0], packed, cfg.mark_sentences)
+        return packed
+
+    def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:
+        """Mark the `n` sentences (over all items) whose terms cover most of the question's
+        IDF weight; a sentence counts only where it appears verbatim in its item's text."""
+        assert self.bm25 is not None
+        weights = {t: self.bm25.idf(t) for t in set(tokenize(question))}
+        total = sum(weights.values()) or 1.0
+        scored: list[tuple[float, int, str]] = []
+        for index, item in enumerate(items):
+            for sentence in self.store.children(item.node_id):
+                if sentence.kind != NodeKind.SENTENCE or sentence.text not in item.text:
+                    continue
+                terms = set(tokenize(sentence.text))
+                score = sum(w for t, w in weights.items() if t in terms) / total
+                if score > 0:
+                    scored.append((score, index, sentence.text))
+        scored.sort(key=lambda s: -s[0])
+        marks: dict[int, list[str]] = defaultdict(list)
+        for _score, index, text in scored[:n]:
+            marks[index].append(text)
+        return [replace(item, marks=tuple(marks[i])) if i in marks else item for i, item in enumerate(items)]

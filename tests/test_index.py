@@ -359,6 +359,15 @@ def test_bm25_scores_equal_rank_bm25(params, query):
     assert index.search(query, k=4) == [(f"n{i}", expected[i]) for i in ranked]
 
 
+def test_bm25_idf_equals_rank_bm25_for_rare_terms():
+    index, corpus = small_index()
+    okapi = BM25Okapi(corpus)
+    rare = min(okapi.idf, key=lambda t: -okapi.idf[t])
+    assert index.idf(rare) == pytest.approx(okapi.idf[rare])
+    assert index.idf("zebra") == 0.0
+    assert all(index.idf(t) > 0 for t in okapi.idf)  # common terms are floored, never negative
+
+
 def test_bm25_doc_filter_and_empty_cases():
     index, _ = small_index()
     hits = index.search("emissions tCO2e GPUs", k=10, doc_ids={"d1"})

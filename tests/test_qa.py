@@ -404,3 +404,21 @@ def load_qa_config_defaults():
     from kohaku_rag.qa_config import QAConfig
 
     return QAConfig(questions="unused.csv")
+
+
+def test_evidence_sentences_are_marked_in_the_prompt(env):
+    import dataclasses
+
+    from kohaku_rag.answer import build_messages
+
+    settings, _server, _questions = env
+    retriever = open_retriever(settings.lake, settings.index_config())
+    q = Question("q2", "How many watts did the A100 GPU draw?", "W")
+    cfg = dataclasses.replace(load_qa_config_defaults().retrieval.search, mark_sentences=1)
+    items = retriever.search([q.question], cfg)
+    marked = [m for i in items for m in i.marks]
+    assert marked == ["The A100 GPU drew 400 W on average while training the model for 12 hours."]
+    prompt = build_messages(q, items)[1].content
+    assert "**The A100 GPU drew 400 W on average while training the model for 12 hours.**" in prompt
+    assert "Sentences in **bold**" in prompt
+    assert all(not i.marks for i in retriever.search([q.question], load_qa_config_defaults().retrieval.search))
