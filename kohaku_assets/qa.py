@@ -133,7 +133,7 @@ def predictions(context: AssetExecutionContext, settings: KohakuSettings) -> Mat
         before = _calls(chat)
         retrieved = st.read_retrievals(st.retrieval_path(lake, keys.retrieval))
         computed = st.compute_runs(questions, retrieved, cfg, _retriever(str(lake.root), settings.index_config()),
-                                   chat, todo, progress=context.log.debug)
+                                   chat, todo, progress=context.log.debug, images=lambda h: lake.blob(h).read_bytes())
         for run, preds in computed.items():
             st.write_rows([p.as_row() for p in preds], st.run_path(lake, keys.prediction, run),
                           {"generation_hash": cfg.generation_hash, "run": str(run)})

@@ -33,7 +33,7 @@ def cmd_ask(args: argparse.Namespace, settings: KohakuSettings) -> int:
     chat = _chat(cfg.generation.llm, str(settings.lake.root))
     retriever = _retriever(str(settings.lake.root), settings.index_config())
     question = Question(id="ask", question=args.question, answer_unit=args.unit or "is_blank")
-    pred = answer_question(question, retriever, chat, cfg)
+    pred = answer_question(question, retriever, chat, cfg, images=lambda h: settings.lake.blob(h).read_bytes())
     cited = [{"doc_id": i.doc_id, "node_id": i.node_id, "page": i.page} for i in pred.cited()]
     if args.json:
         row = pred.as_row()

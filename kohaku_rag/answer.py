@@ -14,10 +14,10 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
-import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -204,10 +204,26 @@ def context_doc_ids(items: Sequence[ContextItem]) -> list[str]:
     return list(dict.fromkeys(i.doc_id for i in items))
 
 
-def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int) -> ChatRequest:
+ImageLoader = Callable[[str], bytes]  # a figure's media hash -> its PNG bytes
+
+
+def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | None) -> tuple[str, ...]:
+    """Data URLs of the first `img_k` figure snippets' images (in rank order)."""
+    if img_k <= 0 or load is None:
+        return ()
+    hashes = [i.media_hash for i in items if i.attachment == "image" and i.media_hash][:img_k]
+    return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
+
+
+def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int,
+                   images: ImageLoader | None = None) -> ChatRequest:
     unit = question.answer_unit.strip() or BLANK
+    system, user = build_messages(question, items, gen.use_reordered_prompt, gen.snippet_titles)
+    attached = figure_images(items, gen.img_k, images)
+    if attached:
+        user = Message(user.role, user.content, images=attached)
     return ChatRequest(
-        build_messages(question, items, gen.use_reordered_prompt, gen.snippet_titles),
+        (system, user),
         temperature=gen.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
@@ -259,13 +275,13 @@ class _Run:
 
 
 def _ask(chat: ChatModel, question: Question, items: list[ContextItem], gen: GenerationPart,
-         runs: Sequence[_Run]) -> list[ContextItem]:
+         runs: Sequence[_Run], images: ImageLoader | None = None) -> list[ContextItem]:
     """Ask every run with `items`; on overflow, drop the lowest-ranked quarter and ask again.
 
     Returns the items the successful prompt used. Each run's counters and answer are updated.
     """
     while True:
-        reqs = [answer_request(question, items, gen, r.seed) for r in runs]
+        reqs = [answer_request(question, items, gen, r.seed, images) for r in runs]
         results = chat.complete_many(reqs)
         if any(isinstance(res, ContextOverflowError) for res in results) and items:
             items = items[: min(len(items) - 1, (len(items) * 3) // 4)]
@@ -299,6 +315,7 @@ def answer_runs(
     cfg: QAConfig,
     seeds: Sequence[int],
     first_context: Sequence[ContextItem] | None = None,
+    images: ImageLoader | None = None,
 ) -> list[Prediction]:
     """One Prediction per seed (run i has seed seeds[i]). `first_context` is the level-1
     context when it was retrieved (and stored) before; deeper levels are searched here."""
@@ -313,7 +330,7 @@ def answer_runs(
             level_items[level] = searcher.search(queries, deepen(search_cfg, level))
             if [i.node_id for i in level_items[level]] == [i.node_id for i in level_items[level - 1]]:
                 break  # nothing more to find: a deeper retry would ask the same thing
-        _ask(chat, question, level_items[level], cfg.generation, pending)
+        _ask(chat, question, level_items[level], cfg.generation, pending, images)
         pending = [r for r in pending if r.answer is not None and r.answer.is_blank and not r.error]
         if not pending:
             break
@@ -336,11 +353,11 @@ def plan_for(question: Question, chat: ChatModel, cfg: QAConfig) -> tuple[str, .
 
 
 def answer_question(question: Question, retriever: Searcher, chat: ChatModel, cfg: QAConfig,
-                    seed: int = 0) -> Prediction:
+                    seed: int = 0, images: ImageLoader | None = None) -> Prediction:
     """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all of it)."""
     started = time.perf_counter()
     queries = plan_for(question, chat, cfg)
-    (prediction,) = answer_runs(question, queries, retriever, chat, cfg, [seed])
+    (prediction,) = answer_runs(question, queries, retriever, chat, cfg, [seed], images=images)
     return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
 
 

@@ -62,12 +62,20 @@ class GenerationPart:
     use_reordered_prompt: bool = True  # context before the question (the paper's finding)
     # Head each snippet with its document title and section heading (from the tree).
     snippet_titles: bool = False
+    # Send the images of the top img_k figure snippets with the prompt (a vision model over
+    # an OpenAI-compatible endpoint; the bundled model reads text only).
+    img_k: int = 0
     # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
     max_retries: int = 2
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.img_k < 0:
+            raise ValueError(f"img_k must be >= 0, got {self.img_k}")
+        if self.img_k > 0 and self.llm.backend != "openai":
+            raise ValueError("img_k > 0 sends figures to a vision model: set [generation.llm] backend = \"openai\" "
+                             "with a vision-capable model; the bundled model reads text only")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
 

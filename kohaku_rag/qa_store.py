@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kohaku_rag.answer import Prediction, Searcher, answer_runs, plan_for, prediction_from_row
+from kohaku_rag.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
 from kohaku_rag.answer_types import Answer, Question
 from kohaku_rag.config import stable_hash
 from kohaku_rag.lake import Lake, write_parquet_atomic
@@ -141,13 +141,13 @@ def missing_runs(lake: Lake, key: str, runs: int) -> list[int]:
 
 def compute_runs(questions: Sequence[Question], retrieved: dict[str, Retrieved], cfg: QAConfig,
                  retriever: Searcher, chat: ChatModel, runs: Sequence[int],
-                 progress: Progress = lambda _m: None) -> dict[int, list[Prediction]]:
+                 progress: Progress = lambda _m: None, images: ImageLoader | None = None) -> dict[int, list[Prediction]]:
     """Every requested run of every question; a question's runs are asked together (run r
     has seed r) so they share the prompt's KV cache."""
     out: dict[int, list[Prediction]] = {r: [] for r in runs}
     for n, q in enumerate(questions, start=1):
         got = retrieved[q.id]
-        preds = answer_runs(q, got.queries, retriever, chat, cfg, list(runs), got.context)
+        preds = answer_runs(q, got.queries, retriever, chat, cfg, list(runs), got.context, images)
         for r, pred in zip(runs, preds, strict=True):
             out[r].append(replace(pred, run=r))
         progress(f"answered {n}/{len(questions)} {q.id}: {[p.answer.answer_value for p in preds]}")

@@ -39,6 +39,7 @@ class ContextItem:
     doc_title: str = ""
     section: str = ""
     marks: tuple[str, ...] = ()  # sentences of `text` that best match the question
+    media_hash: str | None = None  # a figure's image in the lake (`Lake.blob`)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "marks", tuple(self.marks))  # lists, when read back from JSON
@@ -55,6 +56,7 @@ class ContextItem:
             "doc_title": self.doc_title,
             "section": self.section,
             "marks": list(self.marks),
+            "media_hash": self.media_hash,
         }
 
 
@@ -218,6 +220,7 @@ class Retriever:
                 attachment=rows[n].attachment,
                 doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
                 section=section_heading(parents.get(rows[n].parent_id or "")),
+                media_hash=rows[n].media_hash,
             )
             for n in kept
             if n in rows

@@ -116,7 +116,8 @@ class ChatServer:
 
     def respond(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[Fault, int, dict[str, Any]]:
         messages = body.get("messages") or []
-        users = [m["content"] for m in messages if m.get("role") == "user"]
+        # A multimodal message is keyed by its text parts (images ride along in `body`).
+        users = [text_of(m) for m in messages if m.get("role") == "user"]
         key = users[-1] if users else ""
         fault = self._next_fault(key)
         status, payload = self._reply(fault, headers, body, messages, key)
@@ -135,7 +136,7 @@ class ChatServer:
         fmt = (body.get("response_format") or {}).get("type")
         if fmt is not None and fmt not in self.supported_formats:
             return 400, _error(f"response_format type '{fmt}' is not supported by this server", None)
-        prompt_words = sum(len(m.get("content", "").split()) for m in messages)
+        prompt_words = sum(len(text_of(m).split()) for m in messages)
         if self.context_limit is not None and prompt_words > self.context_limit:
             return 400, _error(
                 f"This model's maximum context length is {self.context_limit} tokens. "
@@ -163,6 +164,14 @@ class ChatServer:
         obj = json.dumps({"answer": key, "seed": body.get("seed")})
         # Like a chatty model told the shape only in the prompt: fences and prose around it.
         return obj if body.get("response_format") else f"Sure! Here it is:\n```json\n{obj}\n```"
+
+
+def text_of(message: dict[str, Any]) -> str:
+    """A message's text; a multimodal message's text parts (its images ride along in the body)."""
+    content = message.get("content") or ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
 def _error(message: str, code: str | None) -> dict[str, Any]:

@@ -422,3 +422,45 @@ def test_evidence_sentences_are_marked_in_the_prompt(env):
     assert "**The A100 GPU drew 400 W on average while training the model for 12 hours.**" in prompt
     assert "Sentences in **bold**" in prompt
     assert all(not i.marks for i in retriever.search([q.question], load_qa_config_defaults().retrieval.search))
+
+
+class _FixedSearcher:
+    def __init__(self, items):
+        self.items = items
+
+    def search(self, queries, cfg):
+        return list(self.items)
+
+
+def test_top_figures_are_sent_as_images_to_a_vision_model(env):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from kohaku_rag.retrieve import ContextItem
+
+    settings, server, questions = env
+    cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False},
+                       generation={"img_k": 1})
+    pngs = {}
+    for name, colour in (("fig1", "red"), ("fig2", "blue")):
+        buf = io.BytesIO()
+        Image.new("RGB", (8, 8), colour).save(buf, format="PNG")
+        pngs[name] = buf.getvalue()
+    items = [ContextItem("carbon", "carbon:sec1:p2", "paragraph", 1, 1.0, "Training emitted 4.3 tCO2e in total."),
+             ContextItem("carbon", "carbon:sec1:p3", "paragraph", 1, 0.9, "Figure 1: emissions by year.", "image",
+                         media_hash="fig1"),
+             ContextItem("carbon", "carbon:sec1:p4", "paragraph", 1, 0.8, "Figure 2: grid mix.", "image", media_hash="fig2")]
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+    q = Question("q1", "How many tCO2e did training emit?", "tCO2e")
+    pred = answer_question(q, _FixedSearcher(items), chat, cfg, images=pngs.__getitem__)
+    assert pred.answer.answer_value == "4.3"
+    content = server.requests[-1].body["messages"][-1]["content"]
+    urls = [part["image_url"]["url"] for part in content if part["type"] == "image_url"]
+    assert len(urls) == 1 and base64.b64decode(urls[0].split(",", 1)[1]) == pngs["fig1"]  # the top figure only
+    assert "Referenced media" in content[0]["text"]
+
+    with pytest.raises(ValueError, match="bundled model reads text only"):
+        from kohaku_rag.qa_config import GenerationPart
+        GenerationPart(img_k=2)

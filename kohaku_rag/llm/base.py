@@ -30,8 +30,13 @@ class ContextOverflowError(BackendError):
 class Message:
     role: Role
     content: str
+    # Images sent with the text, as data URLs ("data:image/png;base64,..."), for vision models.
+    images: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "images", tuple(self.images))
+        if any(not (isinstance(i, str) and i.startswith("data:image/")) for i in self.images):
+            raise ValueError("message images must be data URLs (data:image/...;base64,...)")
         if self.role not in _ROLES:
             raise ValueError(f"message role {self.role!r} is not one of {', '.join(_ROLES)}")
         if not isinstance(self.content, str):

@@ -36,7 +36,8 @@ def request_key(model_id: str, req: ChatRequest) -> str:
     """sha256 over the model and every request field that changes the reply."""
     parts = [
         model_id,
-        [[m.role, m.content] for m in req.messages],
+        # Images join a message's key only when present, so text-only keys never change.
+        [[m.role, m.content, *([list(m.images)] if m.images else [])] for m in req.messages],
         req.temperature,
         req.max_tokens,
         req.seed,

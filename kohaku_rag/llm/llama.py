@@ -110,6 +110,9 @@ class LlamaCppChat:
         llm = self._model()  # raises a BackendError with the pip command if llama_cpp is absent
         import llama_cpp
 
+        if any(m.images for m in req.messages):
+            raise BackendError(f"{self.model_id} reads text only: send images (img_k > 0) to a vision model "
+                               "over an OpenAI-compatible endpoint")
         tokens = self._tokens(req.messages)
         if len(tokens) + req.max_tokens > self.context_window:
             raise ContextOverflowError(

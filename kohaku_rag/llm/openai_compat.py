@@ -29,7 +29,7 @@ from kohaku_rag.http_retry import (
     redact,
 )
 from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
-from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, extract_json
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, extract_json
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ class OpenAIChat:
     # ---- helpers ------------------------------------------------------------------------
 
     def _payload(self, req: ChatRequest, mode: Structured) -> dict[str, Any]:
-        messages = [{"role": m.role, "content": m.content} for m in req.messages]
+        messages = [{"role": m.role, "content": _content(m)} for m in req.messages]
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -241,6 +241,14 @@ class OpenAIChat:
 
     def _redact(self, text: str) -> str:
         return redact(text, self._api_key)
+
+
+def _content(message: Message) -> Any:
+    """A plain string, or the text and image parts of a vision request."""
+    if not message.images:
+        return message.content
+    return [{"type": "text", "text": message.content},
+            *({"type": "image_url", "image_url": {"url": url}} for url in message.images)]
 
 
 def _with_schema_instruction(messages: list[dict[str, str]], schema_json: str) -> list[dict[str, str]]:
