@@ -112,7 +112,8 @@ class RetrievalConfig:
     budget_chars: int = 4000
     # Mark this many sentences of the context, those sharing the most (IDF-weighted) question
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
-    mark_sentences: int = 0
+    # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.
+    mark_sentences: int = 2
 
 
 def load_config_file(path: Path, cls: type[T]) -> T:

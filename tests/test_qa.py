@@ -381,6 +381,8 @@ def test_config_files_and_part_hashes(tmp_path):
 
 
 def test_snippets_can_be_headed_by_document_and_section(env):
+    import dataclasses
+
     from kohaku_rag.answer import build_messages
     from kohaku_rag.retrieve import ContextItem, section_heading
     from kohaku_rag.tree import Node, NodeKind
@@ -388,7 +390,8 @@ def test_snippets_can_be_headed_by_document_and_section(env):
     settings, _server, _questions = env
     retriever = open_retriever(settings.lake, settings.index_config())
     q = Question("q2", "How many watts did the A100 GPU draw?", "W")
-    (top, *_rest) = retriever.search([q.question], load_qa_config_defaults().retrieval.search)
+    plain = dataclasses.replace(load_qa_config_defaults().retrieval.search, mark_sentences=0)
+    (top, *_rest) = retriever.search([q.question], plain)
     assert (top.doc_id, top.doc_title, top.section) == ("gpu", "GPU power", "1 Measurements")
     headed = build_messages(q, [top], titles=True)[1].content
     assert "[ref_id=gpu] (GPU power › 1 Measurements) The A100 GPU drew 400 W" in headed
@@ -421,7 +424,7 @@ def test_evidence_sentences_are_marked_in_the_prompt(env):
     prompt = build_messages(q, items)[1].content
     assert "**The A100 GPU drew 400 W on average while training the model for 12 hours.**" in prompt
     assert "Sentences in **bold**" in prompt
-    assert all(not i.marks for i in retriever.search([q.question], load_qa_config_defaults().retrieval.search))
+    assert all(not i.marks for i in retriever.search([q.question], dataclasses.replace(cfg, mark_sentences=0)))
 
 
 class _FixedSearcher:
