@@ -4,7 +4,8 @@ In one run, question by question (so partial results are comparable when stopped
   naive     the question alone, flat BM25 over 800-character chunks of the WattBot text,
             one run, no planner, no retries, the same LLM, prompt and context budget;
   kohaku    the default QAConfig (planner, hybrid hierarchical retrieval, combined rerank,
-            context before question, is_blank retries), 5 runs that differ only by seed:
+            evidence sentences marked, context before question, is_blank retries), 5 runs
+            that differ only by seed:
             run 0 alone is the single-run score, runs 0-2 and 0-4 voted are the ensembles.
 Seconds per question: baseline and single = planner + retrieval + LLM time of run 0; an
 ensemble adds its extra runs' LLM time (they share the prompt's KV cache). Then everything
@@ -141,6 +142,10 @@ def main() -> None:
     started = time.perf_counter()
     systems = one_pass(first, verbose=True)
     report(systems, questions, f"first pass: {first.misses} LLM calls in {time.perf_counter() - started:.0f}s")
+    print("\n== errors (the paper's taxonomy), per system", flush=True)
+    for system in systems:
+        asked = [q for q in questions if q.id in system.preds]
+        print(f"{system.name:<14} {score_predictions(asked, system.preds).error_counts()}", flush=True)
 
     second = CachedChat(inner, args.work / "llm")
     started = time.perf_counter()
