@@ -20,7 +20,7 @@ from kohaku_rag.embed import EmbedderSpec, make_embedder
 from kohaku_rag.embed.minilm import load_tokenizer, usable_cores
 from kohaku_rag.parse.sentences import split_sentences
 
-TEXTS = Path("/work/shared/wattbot/text")
+TEXTS = Path(__file__).resolve().parents[2] / "shared" / "wattbot" / "text"
 FIRST = "strubell2019.txt"
 
 

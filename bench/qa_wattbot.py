@@ -36,6 +36,7 @@ from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.qa_store import corpus_ids  # noqa: E402
 from kohaku_rag.qa_config import GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.retrieve import ContextItem, pack  # noqa: E402
 from kohaku_rag.score import score_predictions  # noqa: E402
@@ -43,6 +44,7 @@ from kohaku_rag.search import open_retriever  # noqa: E402
 from kohaku_rag.vote import vote  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+KNOWN_IDS: list[str] = []  # the corpus ids, so typo'd reference ids resolve as in `kohaku eval`
 
 
 class FlatSearcher:
@@ -68,7 +70,7 @@ class System:
         asked = [q for q in gold if q.id in self.preds]
         if not asked:
             return f"{self.name:<14} (nothing yet)"
-        r = score_predictions(asked, self.preds)
+        r = score_predictions(asked, self.preds, KNOWN_IDS)
         return (f"{self.name:<14} n={len(asked):>3} final={r.final:.3f} value={r.value:.3f} ref={r.ref:.3f} "
                 f"na={r.na:.3f}  s/question={sum(self.seconds) / len(self.seconds):6.1f}")
 
@@ -102,6 +104,7 @@ def main() -> None:
                         generation=replace(kohaku_cfg.generation, max_retries=0))
     assert isinstance(naive_cfg.generation, GenerationPart)
     retriever = open_retriever(Lake(args.lake), IndexConfig())
+    KNOWN_IDS.extend(corpus_ids(Lake(args.lake)))
     flat = FlatSearcher(*flat_baseline(args.wattbot))
     print(f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
           f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}", flush=True)
@@ -145,7 +148,7 @@ def main() -> None:
     print("\n== errors (the paper's taxonomy), per system", flush=True)
     for system in systems:
         asked = [q for q in questions if q.id in system.preds]
-        print(f"{system.name:<14} {score_predictions(asked, system.preds).error_counts()}", flush=True)
+        print(f"{system.name:<14} {score_predictions(asked, system.preds, KNOWN_IDS).error_counts()}", flush=True)
 
     second = CachedChat(inner, args.work / "llm")
     started = time.perf_counter()

@@ -115,7 +115,7 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
         "blank": sum(a.is_blank for a in answers.values()),
     }
     questions = load_questions(next(iter(members.values())).questions)
-    scored = st.score_answers(questions, answers)
+    scored = st.score_answers(questions, answers, st.corpus_ids(lake))
     if scored is not None:
         report, rows = scored
         st.write_rows(rows, st.score_path(lake, pool.key), {"final": str(report.final)})

@@ -25,10 +25,14 @@ def _thumbnails(settings: KohakuSettings, hashes: list[str]) -> str:
 
     parts = []
     for digest in hashes[:THUMBNAILS]:
-        with Image.open(settings.lake.blob(digest)) as img:
-            img.thumbnail((240, 240))
-            buf = io.BytesIO()
-            img.convert("RGB").save(buf, format="JPEG", quality=70)
+        try:
+            with Image.open(settings.lake.blob(digest)) as img:
+                img.thumbnail((240, 240))
+                buf = io.BytesIO()
+                img.convert("RGB").save(buf, format="JPEG", quality=70)
+        except (OSError, ValueError) as exc:  # an unreadable image is already reported with its caption
+            parts.append(f"(figure {digest[:8]} unreadable: {exc})")
+            continue
         parts.append(f"![figure {digest[:8]}](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()})")
     return "\n\n".join(parts) or "(no figures)"
 
@@ -50,6 +54,7 @@ def captions(context: AssetExecutionContext, settings: KohakuSettings) -> Materi
             "figures": stats.figures,
             "cache_hits": stats.cache_hits,
             "caption_chars": stats.caption_chars,
+            "captioner_chars": stats.captioner_chars,
             "errors": MetadataValue.json(stats.errors),
             "captioner": captioner.captioner_id if captioner else "none",
             "seconds": round(time.perf_counter() - started, 3),

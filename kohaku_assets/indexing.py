@@ -135,6 +135,8 @@ def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings) ->
     ids, matrix = ix.embed_leaves(nodes, embedder, cfg)
     kind_of = {n.node_id: str(n.kind) for n in nodes}
     version = ix.embeddings_version(ix.read_source(lake, doc_id)["content_hash"], cfg)
+    if ix.caption_errors(lake, doc_id):
+        version += ix.INCOMPLETE  # never "up to date": the next index run retries those figures
     ix.write_vectors(lake, ix.LEAF_EMBEDDINGS, doc_id, ids, [kind_of[i] for i in ids], matrix, version)
     return MaterializeResult(
         metadata={

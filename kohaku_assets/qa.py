@@ -179,7 +179,7 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     cfg = config_of(settings, context.partition_key)
     keys = st.keys_for(lake, cfg)
     questions = load_questions(cfg.questions)
-    scored = st.score_answers(questions, st.read_answers(st.ensemble_path(lake, keys.ensemble)))
+    scored = st.score_answers(questions, st.read_answers(st.ensemble_path(lake, keys.ensemble)), st.corpus_ids(lake))
     path = st.score_path(lake, keys.ensemble)
     if scored is None:
         write_parquet_atomic(pa.table({"id": pa.array([], pa.string())}), path)
@@ -194,6 +194,42 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
                   "errors": MetadataValue.json(report.error_counts()),
                   "worst": MetadataValue.md(st.worst_table(rows)), "path": str(path)},
         data_version=DataVersion(f"{keys.ensemble}:{report.final:.6f}"),
+    )
+
+
+def ref_urls_for(settings: KohakuSettings, answers: dict) -> dict[str, str] | None:  # type: ignore[type-arg]
+    """Document URLs from the corpus metadata.csv, when it lists every cited document
+    (otherwise the submission's ref_url column says is_blank)."""
+    from kohaku_rag.score import load_ref_urls
+
+    path = settings.corpus / "metadata.csv"
+    if not path.exists():
+        return None
+    urls = load_ref_urls(path)
+    cited = {r.lower() for a in answers.values() for r in a.ref_id}
+    return urls if cited <= set(urls) else None
+
+
+@asset(partitions_def=configs, group_name=GROUP, deps=[ensembles], code_version="1",
+       description="The ensemble as a WattBot submission CSV: <lake>/qa/submissions/<config>.csv.")
+def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    from kohaku_rag.score import to_submission_rows, write_submission_csv
+
+    lake, name = settings.lake, context.partition_key
+    cfg = config_of(settings, name)
+    keys = st.keys_for(lake, cfg)
+    questions = load_questions(cfg.questions)
+    answers = st.read_answers(st.ensemble_path(lake, keys.ensemble))
+    urls = ref_urls_for(settings, answers)
+    path = write_submission_csv(st.submission_path(lake, name), questions, answers, urls)
+    head = to_submission_rows(answers, questions[:5], urls)
+    preview = "\n".join(["| id | answer_value | answer_unit | ref_id |", "|---|---|---|---|"]
+                        + [f"| {r['id']} | {r['answer_value']} | {r['answer_unit']} | {r['ref_id']} |" for r in head])
+    return MaterializeResult(
+        metadata={"path": str(path), "rows": len(questions), "blank": sum(1 for q in questions if q.id not in answers
+                                                                          or answers[q.id].is_blank),
+                  "preview": MetadataValue.md(preview)},
+        data_version=DataVersion(keys.ensemble),
     )
 
 
@@ -247,10 +283,10 @@ def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> Mat
     return MaterializeResult(metadata={"configs": len(rows), "path": str(path), "table": MetadataValue.md(top)})
 
 
-PER_CONFIG = [question_set, retrievals, predictions, ensembles, scores]
+PER_CONFIG = [question_set, retrievals, predictions, ensembles, scores, submission]
 QA_ASSETS = [*PER_CONFIG, leaderboard]
 answer_config_job = define_asset_job("answer_config", selection=PER_CONFIG, partitions_def=configs,
-                                     description="Questions → retrievals → predictions → ensembles → scores of one config.")
+                                     description="Questions → retrievals → predictions → ensembles → scores and submission CSV of one config.")
 
 
 def config_versions(folder: Path) -> dict[str, str]:

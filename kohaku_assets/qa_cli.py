@@ -113,9 +113,10 @@ def is_ensemble_name(settings: KohakuSettings, name: str) -> bool:
 
 
 def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
+    from kohaku_assets.qa import ref_urls_for
     from kohaku_rag import qa_store as st
     from kohaku_rag.answer_types import load_questions
-    from kohaku_rag.score import load_ref_urls, write_submission_csv
+    from kohaku_rag.score import write_submission_csv
 
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     if is_ensemble_name(settings, args.config):
@@ -126,9 +127,9 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
         name, questions, answers = _eval_config(settings, args.config, Path(args.questions), args.run, say)
     default_name = name if args.run is None else f"{name}-run{args.run}"
     out = Path(args.out) if args.out else settings.lake.root / "qa" / "submissions" / f"{default_name}.csv"
-    write_submission_csv(out, questions, answers, _ref_urls(settings, answers, load_ref_urls))
+    write_submission_csv(out, questions, answers, ref_urls_for(settings, answers))
     say(f"wrote {out}")
-    scored = st.score_answers(questions, answers)
+    scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake))
     summary: dict[str, object] = {"config": name, "run": args.run, "out": str(out), "final": None, "value": None, "ref": None, "na": None}
     if scored is not None:
         score, _ = scored
@@ -178,16 +179,6 @@ def _eval_ensemble(settings: KohakuSettings, spec_name: str, questions_csv: Path
         f"{'reused' if meta['reused'] else 'voted'} ({meta['key']})")
     answers = st.read_answers(st.ensemble_path(settings.lake, str(meta["key"])))
     return name, load_questions(config_of(settings, spec.configs[0]).questions), answers
-
-
-def _ref_urls(settings: KohakuSettings, answers, load_ref_urls):  # type: ignore[no-untyped-def]
-    """Document URLs from the corpus metadata.csv, when it lists every cited document."""
-    path = settings.corpus / "metadata.csv"
-    if not path.exists():
-        return None
-    urls = load_ref_urls(path)
-    cited = {r.lower() for a in answers.values() for r in a.ref_id}
-    return urls if cited <= set(urls) else None
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, settings_of) -> None:  # type: ignore[type-arg]

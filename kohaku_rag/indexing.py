@@ -26,7 +26,7 @@ from kohaku_rag.propagate import propagate
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 EMBED_VERSION = "1"
 
 # Asset (= lake table) names, shared by the library and the Dagster layer.
@@ -118,7 +118,8 @@ def plan_index(scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[s
     for doc_id, source in scan.documents.items():
         want = embeddings_version(source.content_hash, cfg)
         (unchanged if stored_version(lake, INDEX_ROWS, doc_id) == want else build).append(doc_id)
-    present = set(scan.documents)
+    # A document listed by URL but not fetched yet stays: its source step retries the download.
+    present = set(scan.documents) | set(scan.missing)
     stale = (set(known) | set(lake.partitions(INDEX_ROWS)) | set(lake.partitions(SOURCES))) - present
     return IndexPlan(build=sorted(build), unchanged=sorted(unchanged), remove=sorted(stale))
 
@@ -184,7 +185,15 @@ class CaptionStats:
     figures: int
     cache_hits: int
     caption_chars: int
+    captioner_chars: int  # what the captioner (OCR or vision model) added to the PDF captions
     errors: dict[str, str]  # node_id → reason; such a figure keeps its PDF caption only
+
+
+def _read_blob(lake: Lake, digest: str) -> bytes | OSError:
+    try:
+        return lake.blob(digest).read_bytes()
+    except OSError as exc:  # a lake blob deleted by hand: this figure fails alone
+        return exc
 
 
 def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: Captioner | None, version: str) -> CaptionStats:
@@ -198,8 +207,11 @@ def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: C
     figures = [n for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.IMAGE and n.media_hash]
     results: list[tuple[str, bool] | Exception] = []
     if captioner is not None and figures:
-        items = [(lake.blob(n.media_hash or "").read_bytes(), n.text) for n in figures]
-        results = caption_many_cached(captioner, CaptionCache(lake.cache_dir / "captions"), items)
+        images = [_read_blob(lake, n.media_hash or "") for n in figures]
+        readable = [k for k, img in enumerate(images) if not isinstance(img, Exception)]
+        captioned = iter(caption_many_cached(captioner, CaptionCache(lake.cache_dir / "captions"),
+                                             [(images[k], figures[k].text) for k in readable]))
+        results = [next(captioned) if k in readable else images[k] for k in range(len(figures))]
     rows, errors, hits = [], {}, 0
     for k, node in enumerate(figures):
         result = results[k] if results else (node.text, False)
@@ -212,7 +224,21 @@ def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: C
         rows.append({"node_id": node.node_id, "media_hash": node.media_hash, "page": node.page, "pdf_caption": node.text,
                      "caption": text, "captioner": captioner.captioner_id if captioner else "none", "error": error})
     write_parquet_atomic(pa.Table.from_pylist(rows, schema=CAPTION_SCHEMA), lake.table(CAPTIONS, doc_id), {VERSION_KEY: version})
-    return CaptionStats(len(figures), hits, sum(len(r["caption"]) for r in rows), errors)
+    added = sum(max(0, len(r["caption"]) - len(r["pdf_caption"] or "")) for r in rows)
+    return CaptionStats(len(figures), hits, sum(len(r["caption"]) for r in rows), added, errors)
+
+
+# Marks the version of a document whose figures could not all be captioned (a vision
+# endpoint was down, say): it stays out of date, so the next index run retries them.
+INCOMPLETE = "+captions-incomplete"
+
+
+def caption_errors(lake: Lake, doc_id: str) -> dict[str, str]:
+    """node_id → why its caption failed, from the document's caption table."""
+    path = lake.table(CAPTIONS, doc_id)
+    if not path.exists():
+        return {}
+    return {r["node_id"]: r["error"] for r in pq.read_table(path, columns=["node_id", "error"]).to_pylist() if r["error"]}
 
 
 def read_captions(lake: Lake, doc_id: str) -> dict[str, str]:

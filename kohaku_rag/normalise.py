@@ -1,6 +1,6 @@
 """Turn an LLM's free-form answer into WattBot's canonical strings.
 
-WattBot conventions (see /work/shared/wattbot/README.md): numbers are plain, without
+WattBot conventions (see the WattBot README (shared/wattbot/README.md)): numbers are plain, without
 thousands separators or E-notation, with magnitude words expanded ("5.439 million liters"
 -> `5439000`, unit `liters`; "$2.51 million" -> `2510000`, unit `USD`); percentages are
 the bare number with unit `percent`; ranges are `[low,high]` without spaces; True/False
@@ -347,6 +347,8 @@ def _parse_bracket(text: str) -> ParsedValue | None:
             for i in range(1, len(parts))
             if _GROUPED_NUMBER.match(",".join(parts[:i])) and _GROUPED_NUMBER.match(",".join(parts[i:]))
         ]
+        if len(splits) > 1:  # "[1,100,200]": only one reading has low <= high
+            splits = [(a, b) for a, b in splits if _to_decimal(a, None) <= _to_decimal(b, None)]
         if len(splits) != 1:
             return None  # a categorical list, or a genuinely ambiguous "[1,000,000]"
         ends = list(splits[0])

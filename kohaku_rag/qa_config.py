@@ -128,6 +128,10 @@ class QAConfig:
         return dataclasses.asdict(self)
 
 
+# KohakuRAG's own names for two retrieval keys.
+RETRIEVAL_ALIASES = {"rerank_strategy": "rerank", "retrieval_threshold": "threshold"}
+
+
 def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -> QAConfig:
     """Build a QAConfig from parsed TOML/JSON, refusing unknown keys by name.
 
@@ -138,6 +142,11 @@ def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -
     if unknown:
         raise ValueError(f"unknown QAConfig keys {unknown}; known: questions, retrieval, generation, voting")
     retrieval = dict(data.get("retrieval") or {})
+    for alias, key in RETRIEVAL_ALIASES.items():  # the paper's key names are accepted too
+        if alias in retrieval:
+            if key in retrieval:
+                raise ValueError(f"retrieval: give {key} or its alias {alias}, not both")
+            retrieval[key] = retrieval.pop(alias)
     planner = {k: retrieval.pop(k) for k in ("use_planner", "planner_max_queries") if k in retrieval}
     if "dense_kinds" in retrieval:
         retrieval["dense_kinds"] = tuple(retrieval["dense_kinds"])

@@ -5,8 +5,9 @@
     qa/ensembles/<ensemble_key>.parquet            the voted answer per question
     qa/scores/<ensemble_key>.parquet               WattBot score rows (when gold answers exist)
     qa/leaderboard.parquet                         one row per scored config
+    qa/submissions/<config>.csv                    the ensemble as a WattBot submission
 
-Keys chain: retrieval_key = (retrieval_hash, question file content, BM25 index file);
+Keys chain: retrieval_key = (retrieval_hash, question file content, index contents);
 prediction_key = (generation_hash, retrieval_key); ensemble_key = (voting_hash,
 prediction_key). A table whose key is already on disk is reused, never recomputed, so a
 generation-only edit reuses the contexts and a voting-only edit reuses the predictions.
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from kohaku_rag.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
 from kohaku_rag.answer_types import Answer, Question
 from kohaku_rag.config import stable_hash
+from kohaku_rag.indexing import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.normalise import parse_value
@@ -48,12 +50,16 @@ def file_sha(path: Path) -> str:
 
 
 def index_fingerprint(lake: Lake) -> str:
-    """Changes whenever the index is re-assembled (BM25 is rebuilt on every assembly)."""
-    try:
-        st = lake.bm25_path.stat()
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first") from None
-    return f"{st.st_size}:{st.st_mtime_ns}"
+    """What the index holds: every document's index-rows version (content hash, index
+    settings, code version). Re-assembling an unchanged corpus keeps stored retrievals."""
+    if not lake.bm25_path.exists():
+        raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
+    return stable_hash([(doc_id, stored_version(lake, INDEX_ROWS, doc_id)) for doc_id in corpus_ids(lake)])
+
+
+def corpus_ids(lake: Lake) -> list[str]:
+    """The indexed document ids (what a typo'd reference id is resolved against when scoring)."""
+    return lake.partitions(INDEX_ROWS)
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,10 @@ def ensemble_path(lake: Lake, key: str) -> Path:
 
 def score_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "scores" / f"{key}.parquet"
+
+
+def submission_path(lake: Lake, name: str) -> Path:
+    return qa_dir(lake) / "submissions" / f"{name}.csv"
 
 
 def leaderboard_path(lake: Lake) -> Path:
@@ -196,7 +206,11 @@ def read_answers(path: Path) -> dict[str, Answer]:
 
 def gold_kind(question: Question) -> str:
     assert question.gold is not None
-    return "blank" if question.gold.is_blank else parse_value(question.gold.answer_value).kind
+    if question.gold.is_blank:
+        return "blank"
+    # True/False gold is written 1/0 in answer_value; its answer column says TRUE/FALSE.
+    as_answer = parse_value(question.gold.answer).kind
+    return "boolean" if as_answer == "boolean" else parse_value(question.gold.answer_value, question.answer_unit).kind
 
 
 def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict[str, Answer]) -> list[dict[str, Any]]:
@@ -232,9 +246,11 @@ def worst_table(rows: Sequence[dict[str, Any]], limit: int = 8) -> str:
     return "\n".join(lines)
 
 
-def score_answers(questions: Sequence[Question], answers: dict[str, Answer]) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
+def score_answers(questions: Sequence[Question], answers: dict[str, Answer],
+                  known_ref_ids: Sequence[str] | None = None) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
+    """Score what has gold answers; `known_ref_ids` (the corpus ids) resolves typo'd ids."""
     gold = [q for q in questions if q.gold is not None]
     if not gold:
         return None
-    report = score_predictions(gold, answers)
+    report = score_predictions(gold, answers, known_ref_ids or None)
     return report, score_rows(report, gold, answers)

@@ -171,7 +171,9 @@ def score_question(
         raise ValueError(f"question {question.id}: has no gold answer to score against")
     pred = pred if pred is not None else Answer.blank(question.answer_unit)
 
-    gold_value = parse_value(gold.answer_value)
+    # Gold and prediction are read the same way (with the question's unit), so an identical
+    # "8 GPUs" on an is_blank-unit question matches itself.
+    gold_value = parse_value(gold.answer_value, question.answer_unit)
     pred_blank = pred.is_blank or is_blank_value(pred.answer_value)
     pred_value = ParsedValue("blank", BLANK) if pred_blank else parse_value(pred.answer_value, question.answer_unit)
     pred_blank = pred_value.kind == "blank"

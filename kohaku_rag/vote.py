@@ -190,6 +190,9 @@ def _base(group: Sequence[_Run]) -> _Run:
 
 def _result(group: Sequence[_Run], refs: tuple[str, ...]) -> Answer:
     base = _base(group)
+    if base.blank:
+        # An abstention cites nothing, whatever other runs cited (WattBot's NA point needs both).
+        return _abstain(group)
     # The canonical value, so "1,000" and "1000" runs yield the same output.
     return dataclasses.replace(base.answer, answer_value=base.value.value, is_blank=base.blank, ref_id=refs)
 

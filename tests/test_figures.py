@@ -14,6 +14,8 @@ import pytest
 from PIL import Image
 from vision_server import Reply, VisionServer, describe
 
+from shared_data import PDFS
+
 from kohaku_rag.captions import (
     CaptionCache,
     Captioner,
@@ -28,7 +30,6 @@ from kohaku_rag.figures import FigureCandidate, find_figures, store_figure
 from kohaku_rag.lake import Lake
 from kohaku_rag.tree import media_hash
 
-PDFS = Path("/work/shared/pdfs")
 RESNET = PDFS / "he2015_resnet_1512.03385.pdf"
 VASWANI = PDFS / "vaswani2017_attention_1706.03762.pdf"
 SLIDES = PDFS / "wattbot2025_attentionplease_slides.pdf"

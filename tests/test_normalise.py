@@ -1,5 +1,5 @@
 """Answer normalisation, ref-id parsing and question loading against every quirk listed in
-/work/shared/wattbot/README.md."""
+the WattBot README (shared/wattbot/README.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+
+from shared_data import WATTBOT
 
 from kohaku_rag.answer_types import BLANK_TEXT, Answer, load_questions
 from kohaku_rag.normalise import (
@@ -20,7 +22,6 @@ from kohaku_rag.normalise import (
     resolve_ref_ids,
 )
 
-WATTBOT = Path("/work/shared/wattbot")
 KNOWN_IDS = [line.split(",")[0] for line in (WATTBOT / "metadata.csv").read_text().splitlines()[1:]]
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from shared_data import PDFS
+
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.pdf_layout import merge_lines_text
@@ -15,7 +17,6 @@ from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples import SAMPLES, make_bad_pdfs, sample_headings, sample_title, write_sample_corpus
 from kohaku_rag.tree import Attachment, NodeKind, ParsedDocument, ParsedParagraph, build_tree
 
-PDFS = Path("/work/shared/pdfs")
 RESNET = PDFS / "he2015_resnet_1512.03385.pdf"
 ATTENTION = PDFS / "vaswani2017_attention_1706.03762.pdf"
 SLIDES = PDFS / "wattbot2025_attentionplease_slides.pdf"

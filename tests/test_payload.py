@@ -26,6 +26,16 @@ def test_payload_drops_image_placeholders_and_repairs_hyphens(tmp_path):
     assert doc.sections[0].page == 1
 
 
+
+def test_markdown_and_text_drop_image_placeholders(tmp_path):
+    body = "Intro text that is long enough to stand alone as a paragraph.\n[Image page=2 idx=1 name=Z.png] Size: 9x9\n\nMore text follows here, also long enough.\n"
+    (tmp_path / "m.md").write_text("# Title\n\n" + body)
+    (tmp_path / "t.txt").write_text(body)
+    for doc in (parse_markdown(tmp_path / "m.md", "m"), parse_text(tmp_path / "t.txt", "t")):
+        text = " ".join(p.text for s in doc.sections for p in s.paragraphs)
+        assert "[Image" not in text and "Size: 9x9" not in text and "More text follows" in text
+
+
 def test_long_blocks_are_cut_at_sentences():
     text = " ".join(f"Sentence number {i} says something about energy." for i in range(100))
     paras = paragraphs_from_lines(text, limit=500)

@@ -161,6 +161,11 @@ def test_listed_document_is_fetched_from_its_url(env, tmp_path):
     assert "ghost" in report.failed and "download of ghost failed" in report.failed["ghost"]
     assert (settings.lake.sources_dir / "remote.txt").exists()
     assert "remote" in _store_docs(settings)
+    # Offline now: the fetched document is kept, the unreachable one is retried and fails alone.
+    again = run_index(settings, progress=quiet)
+    assert "remote" in again.skipped and "remote" not in again.removed
+    assert "ghost" not in again.removed and "download of ghost failed" in again.failed["ghost"]
+    assert "remote" in _store_docs(settings)
 
 
 def test_code_location_loads():

@@ -147,6 +147,9 @@ def test_new_config_is_the_only_one_computed(env):
     assert report.metadata["scores"]["final"] == pytest.approx(1.0)
     assert report.metadata["scores"]["per_type_accuracy"] == {"number": 1.0}
     assert report.metadata["scores"]["worst"].startswith("| id | score |")
+    submitted = (settings.lake.root / "qa" / "submissions" / "a.csv").read_text().splitlines()
+    assert report.metadata["submission"]["rows"] == 3 and len(submitted) == 4
+    assert submitted[0] == "id,question,answer,answer_value,answer_unit,ref_id,ref_url,supporting_materials,explanation"
     before, calls = mtimes(settings, cfg_a), len(server.requests)
     assert server.kinds() == {"planner": 3, "answer": 6}  # 3 questions; 2 runs each
 
@@ -371,6 +374,11 @@ def test_config_files_and_part_hashes(tmp_path):
     assert base.retrieval.search.dense_kinds == ("paragraph",)
     assert hot.retrieval_hash == base.retrieval_hash and hot.generation_hash != base.generation_hash
     assert vote.generation_hash == base.generation_hash and vote.voting_hash != base.voting_hash
+    # KohakuRAG's key names are aliases of ours
+    (tmp_path / "paper.json").write_text(json.dumps({"questions": "q.csv", "retrieval": {"rerank_strategy": "frequency", "retrieval_threshold": 0.2}}))
+    paper = load_configs(tmp_path)["paper"].retrieval.search
+    assert (paper.rerank, paper.threshold) == ("frequency", 0.2)
+    (tmp_path / "paper.json").unlink()
     (tmp_path / "bad.json").write_text(json.dumps({"retrieval": {"top_kk": 3}}))
     with pytest.raises(ValueError, match=r"bad\.json.*top_kk"):
         load_configs(tmp_path)

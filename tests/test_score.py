@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from shared_data import WATTBOT
+
 from kohaku_rag.answer_types import BLANK_TEXT, Answer, Question, load_questions
 from kohaku_rag.score import (
     ERROR_TYPES,
@@ -22,7 +24,6 @@ from kohaku_rag.score import (
     write_submission_csv,
 )
 
-WATTBOT = Path("/work/shared/wattbot")
 KNOWN_IDS = list(load_ref_urls(WATTBOT / "metadata.csv"))
 
 

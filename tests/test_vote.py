@@ -116,6 +116,13 @@ def test_runs_with_a_blank_value_but_no_flag_are_blank_too() -> None:
     assert vote([sloppy, sloppy, run("3", "a")], "independent", ignore_blank=False).is_blank
 
 
+def test_a_winning_blank_cites_nothing() -> None:
+    # The ref vote alone would pick ("a",); an abstention citing it would lose the NA point.
+    for mode in ("independent", "answer_priority", "union"):
+        out = vote([BLANK, BLANK, run("3", "a"), run("4", "a"), run("5", "a")], mode, ignore_blank=False)
+        assert out.is_blank and out.ref_id == ()
+
+
 def test_ignore_blank_drops_empty_ref_sets_from_ref_votes() -> None:
     runs = [run("42"), run("42"), run("42", "a")]
     assert vote(runs, "independent", ignore_blank=True).ref_id == ("a",)

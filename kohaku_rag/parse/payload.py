@@ -168,6 +168,8 @@ def parse_markdown(path: Path, doc_id: str, *, title: str | None = None) -> Pars
 def _markdown_paragraphs(lines: list[str]) -> Iterator[ParsedParagraph]:
     block: list[str] = []
     for line in [*lines, ""]:
+        if IMAGE_PLACEHOLDER.match(line):
+            continue  # placeholders name an image; they carry no text
         if line.strip():
             block.append(line)
             continue

@@ -176,15 +176,16 @@ def _is_slide_deck(pages: Sequence[_Page]) -> bool:
 # ---------------------------------------------------------------- floats: tables and figures
 
 
-def _find_figures(page: pymupdf.Page) -> list:
-    """Figures from `kohaku_rag.figures` (written separately); no module, no figures."""
+def _find_figures(page: pymupdf.Page, tables: Sequence[BBox]) -> list:
+    """Figures from `kohaku_rag.figures` (written separately); no module, no figures.
+    A region that is one of the page's tables stays a table."""
     try:
         from kohaku_rag.figures import find_figures
     except ModuleNotFoundError as exc:
         if exc.name != "kohaku_rag.figures":
             raise
         return []
-    return list(find_figures(page))
+    return list(find_figures(page, tables=tables))
 
 
 def _attach_floats(page: pymupdf.Page, pg: _Page, path: Path) -> None:
@@ -193,7 +194,7 @@ def _attach_floats(page: pymupdf.Page, pg: _Page, path: Path) -> None:
     try:
         words = page_words(page)
         tables = find_page_tables(page, pg.lines, words)
-        figures = _find_figures(page)
+        figures = _find_figures(page, [t.bbox for t in tables])
     except (RuntimeError, pymupdf.mupdf.FzErrorBase) as exc:
         raise DocumentError(path, f"corrupt: page {pg.number} cannot be analysed ({exc})") from exc
 
