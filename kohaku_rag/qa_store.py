@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -114,19 +116,54 @@ class Retrieved:
     context: tuple[ContextItem, ...]
 
 
+def question_workers(chat: ChatModel | None, runs: int = 1) -> int:
+    """Questions asked at once: a backend that serves `max_concurrent` requests (an HTTP
+    server) gets that many requests in flight across questions; the in-process model,
+    which answers one prompt at a time, gets one question at a time."""
+    limit = int(getattr(chat, "max_concurrent", 1) or 1)
+    return max(1, limit // max(1, runs))
+
+
+def _map_questions(fn: Callable[[Question], Any], questions: Sequence[Question], workers: int) -> Iterator[Any]:
+    """fn over the questions, `workers` at a time, results in question order."""
+    if workers <= 1 or len(questions) <= 1:
+        yield from map(fn, questions)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kohaku-question") as pool:
+        yield from pool.map(fn, questions)
+
+
+class _Serialized:
+    """A searcher used from several question threads: one search at a time (the vector
+    store connection and the embedder are shared), while the LLM calls overlap."""
+
+    def __init__(self, inner: Searcher) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+
+    def search(self, queries: Sequence[str], cfg: Any) -> list[ContextItem]:
+        with self._lock:
+            return self.inner.search(queries, cfg)
+
+
 def compute_retrievals(questions: Sequence[Question], cfg: QAConfig, retriever: Searcher,
                        chat: ChatModel | None, progress: Progress = lambda _m: None) -> list[dict[str, Any]]:
-    rows = []
-    for n, q in enumerate(questions, start=1):
+    if cfg.retrieval.use_planner and chat is None:
+        raise ValueError("the planner is on but no chat model was given")
+    searcher = _Serialized(retriever)
+
+    def one(q: Question) -> dict[str, Any]:
         started = time.perf_counter()
-        if cfg.retrieval.use_planner and chat is None:
-            raise ValueError("the planner is on but no chat model was given")
         queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
-        items = retriever.search(queries, cfg.retrieval.search)
-        rows.append({"id": q.id, "queries": list(queries),
-                     "context": json.dumps([i.as_dict() for i in items]),
-                     "seconds": round(time.perf_counter() - started, 4)})
-        progress(f"retrieved {n}/{len(questions)} {q.id}: {len(items)} snippets")
+        items = searcher.search(queries, cfg.retrieval.search)
+        return {"id": q.id, "queries": list(queries), "context": json.dumps([i.as_dict() for i in items]),
+                "seconds": round(time.perf_counter() - started, 4)}
+
+    rows = []
+    workers = question_workers(chat) if cfg.retrieval.use_planner else 1
+    for n, row in enumerate(_map_questions(one, questions, workers), start=1):
+        rows.append(row)
+        progress(f"retrieved {n}/{len(questions)} {row['id']}: {len(json.loads(row['context']))} snippets")
     return rows
 
 
@@ -153,11 +190,17 @@ def compute_runs(questions: Sequence[Question], retrieved: dict[str, Retrieved],
                  retriever: Searcher, chat: ChatModel, runs: Sequence[int],
                  progress: Progress = lambda _m: None, images: ImageLoader | None = None) -> dict[int, list[Prediction]]:
     """Every requested run of every question; a question's runs are asked together (run r
-    has seed r) so they share the prompt's KV cache."""
-    out: dict[int, list[Prediction]] = {r: [] for r in runs}
-    for n, q in enumerate(questions, start=1):
+    has seed r) so they share the prompt's KV cache. An HTTP backend answers several
+    questions at once (`question_workers`)."""
+    searcher = _Serialized(retriever)
+
+    def one(q: Question) -> list[Prediction]:
         got = retrieved[q.id]
-        preds = answer_runs(q, got.queries, retriever, chat, cfg, list(runs), got.context, images)
+        return answer_runs(q, got.queries, searcher, chat, cfg, list(runs), got.context, images)
+
+    out: dict[int, list[Prediction]] = {r: [] for r in runs}
+    workers = question_workers(chat, len(runs))
+    for n, (q, preds) in enumerate(zip(questions, _map_questions(one, questions, workers)), start=1):
         for r, pred in zip(runs, preds, strict=True):
             out[r].append(replace(pred, run=r))
         progress(f"answered {n}/{len(questions)} {q.id}: {[p.answer.answer_value for p in preds]}")

@@ -189,6 +189,19 @@ def test_temperature_edit_reuses_retrievals(env):
     assert all(r.body["temperature"] == 0.9 for r in server.requests[-6:])
 
 
+def test_http_backend_answers_questions_concurrently(env):
+    """max_concurrent bounds the requests in flight across questions, and is reached."""
+    settings, server, questions = env
+    server.default_delay = 0.3
+    llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None, "max_concurrent": 3}
+    (settings.lake.root / "configs").mkdir(exist_ok=True)
+    (settings.lake.root / "configs" / "wide.json").write_text(json.dumps(
+        {"questions": str(questions), "generation": {"llm": llm}, "voting": {"runs": 1}}))
+    report = run_config(settings, "wide", leaderboard_too=False)
+    assert report.metadata["scores"]["final"] == pytest.approx(1.0)  # order and answers kept
+    assert server.max_in_flight == 3  # 3 questions at once, never more than max_concurrent
+
+
 def test_vote_mode_edit_reuses_predictions(env):
     settings, server, questions = env
     cfg = write_config(settings, "a", server, questions, voting={"mode": "answer_priority"})

@@ -57,6 +57,8 @@ class CachedChat:
         self.inner = inner
         self.model_id = inner.model_id
         self.context_window = inner.context_window
+        # Requests the inner model serves at once (1 for the in-process model).
+        self.max_concurrent = int(getattr(inner, "max_concurrent", 1) or 1)
         self.path = Path(cache_dir) / "llm.sqlite"
         self.hits = 0
         self.misses = 0
