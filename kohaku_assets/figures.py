@@ -45,7 +45,11 @@ def captions(context: AssetExecutionContext, settings: KohakuSettings) -> Materi
     nodes = ix.read_tree(lake, doc_id)
     version = ix.captions_version(ix.read_source(lake, doc_id)["content_hash"], cfg)
     captioner = settings.captioner()
-    stats = ix.caption_figures(lake, doc_id, nodes, captioner, version)
+    try:
+        stats = ix.caption_figures(lake, doc_id, nodes, captioner, version)
+    finally:
+        if hasattr(captioner, "close"):
+            captioner.close()  # the vision captioner's HTTP client
     for node_id, why in stats.errors.items():
         context.log.warning(f"{doc_id}: figure {node_id} kept its PDF caption only: {why}")
     hashes = [n.media_hash for n in nodes if n.media_hash]

@@ -66,8 +66,10 @@ class KohakuSettings(ConfigurableResource):
             return _ocr_captioner()
         if not (cfg.vision_base_url and cfg.vision_model):
             raise ValueError("captioner = 'vision' needs vision_base_url and vision_model in the index config")
+        extra = {"prompt": cfg.vision_prompt} if cfg.vision_prompt else {}
         return VisionLLMCaptioner(cfg.vision_base_url, cfg.vision_model, api_key_env=cfg.vision_api_key_env,
-                                  max_concurrent=cfg.vision_max_concurrent)
+                                  max_concurrent=cfg.vision_max_concurrent, timeout=cfg.vision_timeout,
+                                  max_retries=cfg.vision_max_retries, **extra)
 
     def embedder(self) -> Embedder:
         return _embedder(self.index_config().embedder, str(self.lake.cache_dir / "embeddings"))

@@ -58,6 +58,9 @@ class IndexConfig:
     # Index figure and table paragraphs; off gives a text-only index (the figures benchmark's baseline).
     media_nodes: bool = True
     vision_max_concurrent: int = 4
+    vision_timeout: float = 60.0  # seconds per request
+    vision_max_retries: int = 4  # on 429, 5xx, timeouts (Retry-After honoured)
+    vision_prompt: str = ""  # empty: the paper's caption prompt (captions.CAPTION_PROMPT)
 
     @property
     def parse_hash(self) -> str:
@@ -65,8 +68,11 @@ class IndexConfig:
 
     @property
     def caption_hash(self) -> str:
-        return stable_hash({"captioner": self.captioner, "url": self.vision_base_url, "model": self.vision_model,
-                            "media_nodes": self.media_nodes})
+        parts: dict[str, object] = {"captioner": self.captioner, "url": self.vision_base_url, "model": self.vision_model,
+                                    "media_nodes": self.media_nodes}
+        if self.vision_prompt:  # only when set, so existing lakes keep their captions
+            parts["prompt"] = self.vision_prompt
+        return stable_hash(parts)
 
     @property
     def embed_hash(self) -> str:

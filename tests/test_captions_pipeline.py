@@ -63,3 +63,32 @@ def test_captioner_change_reuses_the_tree_and_cache_hits(sample_pdf, tmp_path, m
     run_index(again, progress=lambda _m: None)
     assert _latest_meta(again, "captions")["cache_hits"].value == 1  # OCR not run again
     assert _latest_meta(again, "document_tree")["reused"].value is True
+
+
+def test_vision_captioner_in_the_pipeline_retries_failed_figures(sample_pdf, tmp_path, monkeypatch):
+    """captioner = "vision" through the index: a figure the endpoint refused keeps its PDF
+    caption, the document stays out of date, and the next run captions it."""
+    from vision_server import Reply, VisionServer
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    shutil.copy(sample_pdf, corpus / sample_pdf.name)
+    with VisionServer() as server:
+        cfg = tmp_path / "vision.json"
+        cfg.write_text(json.dumps({"captioner": "vision", "vision_base_url": server.base_url, "vision_model": "test-vl",
+                                   "vision_api_key_env": None, "vision_max_retries": 0}))
+        settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus), index_config_file=str(cfg))
+        server.script(Reply(status=400))
+        first = run_index(settings, progress=lambda _m: None)
+        assert first.recomputed == [DOC]
+        (row,) = pq.read_table(settings.lake.table("captions", DOC)).to_pylist()
+        assert row["error"] and row["caption"] == row["pdf_caption"]
+
+        second = run_index(settings, progress=lambda _m: None)
+        assert second.recomputed == [DOC]  # retried, not skipped
+        (row,) = pq.read_table(settings.lake.table("captions", DOC)).to_pylist()
+        assert row["error"] is None and "A chart of" in row["caption"] and row["caption"].startswith(row["pdf_caption"])
+        assert _latest_meta(settings, "document_tree")["reused"].value is True
+        assert run_index(settings, progress=lambda _m: None).skipped == [DOC]  # complete now
+        assert len(server.requests) == 2
