@@ -38,13 +38,16 @@ def _index_requests(registered: set[str], in_flight: bool) -> tuple[list[str], l
     lake = settings.lake
     scan = scan_corpus(settings.corpus, lake.sources_dir)
     plan = ix.plan_index(scan, lake, settings.index_config(), registered)
-    new = sorted(set(scan.documents) - registered)
+    new = sorted((set(scan.documents) | set(scan.missing)) - registered)
     # Run keys carry the content version, so an unchanged document is never requested twice.
     runs = [
         RunRequest(run_key=f"{doc_id}:{ix.embeddings_version(scan.documents[doc_id].content_hash, settings.index_config())}",
                    partition_key=doc_id, job_name=index_document_job.name)
         for doc_id in plan.build
     ]
+    # Listed in metadata.csv with a URL but not on disk: the source asset downloads it (once per URL).
+    runs += [RunRequest(run_key=f"{doc_id}:fetch:{meta.url}", partition_key=doc_id, job_name=index_document_job.name)
+             for doc_id, meta in sorted(scan.missing.items()) if ix.stored_version(lake, ix.INDEX_ROWS, doc_id) is None]
     behind = not runs and not in_flight and (plan.remove or _indexes_behind(plan.unchanged))
     if behind:
         runs.append(RunRequest(job_name=assemble_indexes_job.name))

@@ -129,11 +129,13 @@ def test_sensor_registers_new_documents(env, monkeypatch):
     import kohaku_assets.definitions as defs_module
 
     monkeypatch.setattr(defs_module, "settings", settings)
+    (corpus / "metadata.csv").write_text("id,title,url\nremote,Remote,http://127.0.0.1:9/remote.pdf\n")
     instance = instance_for(settings.lake.root)
     result = defs_module.corpus_sensor(build_sensor_context(instance=instance))
     added = [r for r in result.dynamic_partitions_requests if type(r).__name__ == "AddDynamicPartitionsRequest"]
-    assert sorted(added[0].partition_keys) == ["carbon", "gpu", "water"]
-    assert sorted(r.partition_key for r in result.run_requests) == ["carbon", "gpu", "water"]
+    # a document listed only by URL is registered and requested too (its source step downloads it)
+    assert sorted(added[0].partition_keys) == ["carbon", "gpu", "remote", "water"]
+    assert sorted(r.partition_key for r in result.run_requests) == ["carbon", "gpu", "remote", "water"]
     shutil.rmtree(corpus)
     corpus.mkdir()
 
