@@ -237,9 +237,10 @@ def vector_index(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
 @asset(group_name=GROUP, deps=[index_rows], code_version="1", automation_condition=ASSEMBLE_WHEN, description="BM25 over paragraph texts (with titles).")
 def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
-    n = ix.assemble_bm25(settings.lake, _registered(context))
+    stats = ix.assemble_bm25(settings.lake, _registered(context))
     return MaterializeResult(
-        metadata={"paragraphs": n, "seconds": round(time.perf_counter() - started, 3),
+        metadata={"paragraphs": stats.paragraphs, "tokenized_documents": len(stats.tokenized),
+                  "seconds": round(time.perf_counter() - started, 3),
                   "path": MetadataValue.path(str(settings.lake.bm25_path))}
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -128,6 +129,7 @@ def remove_document(lake: Lake, doc_id: str) -> None:
     """Drop a document's per-document tables (the indexes drop it at their next assembly)."""
     for asset in (SOURCES, TREES, CAPTIONS, LEAF_EMBEDDINGS, NODE_EMBEDDINGS, INDEX_ROWS):
         lake.table(asset, doc_id).unlink(missing_ok=True)
+    bm25_tokens_path(lake, doc_id).unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- steps
@@ -391,20 +393,52 @@ def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
     return kept.column("node_id").to_pylist(), matrix
 
 
-def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> int:
-    """Rebuild the BM25 index from the stored per-document paragraph texts; returns the
-    number of paragraphs. Tokens are cheap; what is expensive (parsing) is per document."""
-    from kohaku_rag.index.bm25 import BM25Index, tokenize
+@dataclass(frozen=True)
+class BM25Stats:
+    paragraphs: int
+    tokenized: list[str]  # documents whose paragraphs were tokenized (the rest came from the cache)
+
+
+_TOKENS_SCHEMA = pa.schema([("node_id", pa.string()), ("doc_id", pa.string()), ("tokens", pa.list_(pa.string()))])
+
+
+def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> BM25Stats:
+    """Rebuild the BM25 index from the stored per-document paragraph texts. BM25's
+    statistics are corpus-wide, so the index is rebuilt; each document's tokens are cached
+    under its index-rows version, so only new or changed documents are tokenized again."""
+    from kohaku_rag.index.bm25 import BM25Index
 
     rows: list[tuple[str, str, list[str]]] = []
+    tokenized: list[str] = []
     for doc_id in sorted(doc_ids):
-        path = lake.table(INDEX_ROWS, doc_id)
-        if not path.exists():
+        if not lake.table(INDEX_ROWS, doc_id).exists():
             continue
-        table = pq.read_table(path, columns=["node_id", "doc_id", "search_text"])
-        for node_id, d, text in zip(*(table.column(c).to_pylist() for c in ("node_id", "doc_id", "search_text")), strict=True):
-            if text:
-                rows.append((node_id, d, tokenize(text)))
+        doc_rows, fresh = _bm25_rows(lake, doc_id)
+        rows += doc_rows
+        if fresh:
+            tokenized.append(doc_id)
     index = BM25Index.build(rows)
     index.save(lake.bm25_path)
-    return len(rows)
+    return BM25Stats(len(rows), tokenized)
+
+
+def bm25_tokens_path(lake: Lake, doc_id: str) -> Path:
+    return lake.cache_dir / "bm25_tokens" / f"{doc_id}.parquet"
+
+
+def _bm25_rows(lake: Lake, doc_id: str) -> tuple[list[tuple[str, str, list[str]]], bool]:
+    """(BM25 rows of a document, whether they were tokenized now rather than read back)."""
+    from kohaku_rag.index.bm25 import TOKENIZER_VERSION, tokenize
+
+    version = f"{stored_version(lake, INDEX_ROWS, doc_id)}:{TOKENIZER_VERSION}"
+    cache = bm25_tokens_path(lake, doc_id)
+    if parquet_metadata(cache).get(VERSION_KEY) == version:
+        table = pq.read_table(cache)
+        return list(zip(*(table.column(c).to_pylist() for c in _TOKENS_SCHEMA.names), strict=True)), False
+    table = pq.read_table(lake.table(INDEX_ROWS, doc_id), columns=["node_id", "doc_id", "search_text"])
+    rows = [(node_id, d, tokenize(text))
+            for node_id, d, text in zip(*(table.column(c).to_pylist() for c in ("node_id", "doc_id", "search_text")), strict=True)
+            if text]
+    columns = list(zip(*rows)) if rows else [[], [], []]
+    write_parquet_atomic(pa.table([list(c) for c in columns], schema=_TOKENS_SCHEMA), cache, {VERSION_KEY: version})
+    return rows, True

@@ -59,6 +59,21 @@ def test_add_change_delete_and_skip(env):
     with open_vector_store(settings.lake, settings.embedder()) as store:
         texts = [n.text for n in store.get_nodes([f"water:sec1:p{i}" for i in range(1, 5)]).values()]
     assert any("drought" in t for t in texts)
+    # BM25 is rebuilt from cached tokens; only the changed document was tokenized again,
+    # and the result equals a build from scratch.
+    from dagster import AssetKey
+
+    event = instance_for(settings.lake.root).get_latest_materialization_event(AssetKey("bm25_index"))
+    assert event.asset_materialization.metadata["tokenized_documents"].value == 1
+    stored = BM25Index.load(settings.lake.bm25_path)
+    for cache in (settings.lake.cache_dir / "bm25_tokens").glob("*.parquet"):
+        cache.unlink()
+    from kohaku_rag.indexing import assemble_bm25
+
+    assert sorted(assemble_bm25(settings.lake, ["carbon", "gpu", "water"]).tokenized) == ["carbon", "gpu", "water"]
+    fresh = BM25Index.load(settings.lake.bm25_path)
+    assert stored.node_ids.tolist() == fresh.node_ids.tolist() and stored.terms.tolist() == fresh.terms.tolist()
+    assert (stored.post_scores == fresh.post_scores).all()
 
     (corpus / "carbon.md").unlink()
     removed = run_index(settings, progress=quiet)
@@ -67,6 +82,7 @@ def test_add_change_delete_and_skip(env):
     bm25 = BM25Index.load(settings.lake.bm25_path)
     assert not any(n.startswith("carbon:") for n in bm25.node_ids.tolist())
     assert not settings.lake.table("document_tree", "carbon").exists()
+    assert not (settings.lake.cache_dir / "bm25_tokens" / "carbon.parquet").exists()
     instance = instance_for(settings.lake.root)
     assert sorted(instance.get_dynamic_partitions("documents")) == ["gpu", "water"]
 

@@ -24,6 +24,8 @@ from kohaku_rag.lake import atomic_path
 from kohaku_rag.tree import Node, NodeKind
 
 FORMAT_VERSION = 1
+# Bump when `tokenize` changes: cached per-document tokens are keyed by it.
+TOKENIZER_VERSION = "1"
 _SAVED = ("format_version", "node_ids", "doc_ids", "terms", "term_start", "post_rows", "post_scores", "params")
 
 STOPWORDS: frozenset[str] = frozenset(
