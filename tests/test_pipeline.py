@@ -193,3 +193,14 @@ def test_code_location_loads():
     repo = defs_module.defs.get_repository_def()
     assert {"index_document", "assemble_indexes", "answer_config", "vote_ensemble"} <= {j.name for j in repo.get_all_jobs()}
     assert {"corpus_sensor", "configs_sensor", "ensemble_specs_sensor"} <= {s.name for s in repo.sensor_defs}
+
+
+def test_demo_generates_indexes_and_searches_the_sample_corpus(tmp_path, monkeypatch, capsys):
+    """`make demo` without the answering step: sample PDFs → Dagster index → search."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
+    corpus = tmp_path / "corpus"
+    assert cli_main(["demo", "--lake", str(tmp_path / "lake"), "--corpus", str(corpus), "--no-ask"]) == 0
+    out = capsys.readouterr().out
+    assert len(list(corpus.glob("*.pdf"))) == 3 and "generated the sample corpus" in out
+    assert "$ kohaku search 'Which GPU had the lowest power draw?'" in out and "kohaku ui --lake" in out
+    assert (tmp_path / "lake" / "index" / "vectors.sqlite").exists()
