@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -62,9 +63,12 @@ class Prediction:
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
 
     def cited(self) -> list[ContextItem]:
-        """The context snippets of the documents the answer cites (node ids and pages)."""
+        """The context snippets that support the answer (node ids and pages): those of the
+        cited documents that state the answer's value, else every snippet of those documents."""
         refs = set(self.answer.ref_id)
-        return [i for i in self.context if i.doc_id in refs]
+        snippets = [i for i in self.context if i.doc_id in refs]
+        stating = [i for i in snippets if _states(i.text, self.answer.answer_value)]
+        return stating or snippets
 
     def as_row(self) -> dict[str, Any]:
         a = self.answer
@@ -90,6 +94,15 @@ class Prediction:
             "error": self.error,
             "cited_nodes": [i.node_id for i in self.cited()],
         }
+
+
+def _states(text: str, value: str) -> bool:
+    """Whether a snippet spells out an answer value (a number or name; a 1/0 verdict or a
+    range is not something a snippet spells out)."""
+    value = value.strip()
+    if len(value) < 2 or is_blank_value(value) or value.startswith("["):
+        return False
+    return re.search(rf"(?<![\w.]){re.escape(value.lower())}(?![\w]|\.\d)", text.lower().replace(",", "")) is not None
 
 
 def prediction_from_row(row: dict[str, Any]) -> Prediction:

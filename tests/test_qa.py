@@ -1,6 +1,7 @@
 """Answering pipeline: configs, reuse across edits, planner, reference-constrained replies,
 retries — through real Dagster materializations and a real OpenAI-compatible server."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -254,6 +255,9 @@ def test_ref_ids_are_limited_to_context_documents(env):
     assert sorted(_schema(body)["properties"]["ref_id"]["items"]["enum"]) == sorted(set(shown))
     assert pred.answer.ref_id == ("gpu",) and pred.answer.answer_value == "400"
     assert all(c.doc_id == "gpu" for c in pred.cited()) and pred.cited()
+    assert all("400" in c.text for c in pred.cited())  # the snippets stating the value, not the whole document
+    stated = dataclasses.replace(pred, context=(*pred.context, dataclasses.replace(pred.context[0], node_id="gpu:x", text="It drew 1400 W.")))
+    assert "gpu:x" not in [c.node_id for c in stated.cited()]
     assert parse_reply('{"answer_value": "3", "ref_id": ["water"], "is_blank": false, "answer": "3"}', q, ["gpu"]).ref_id == ()
 
 
