@@ -44,7 +44,6 @@ from kohaku_rag.search import open_retriever  # noqa: E402
 from kohaku_rag.vote import vote  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-KNOWN_IDS: list[str] = []  # the corpus ids, so typo'd reference ids resolve as in `kohaku eval`
 
 
 class FlatSearcher:
@@ -63,6 +62,7 @@ class FlatSearcher:
 @dataclass
 class System:
     name: str
+    known_ids: list[str]  # the corpus ids, so typo'd reference ids resolve as in `kohaku eval`
     preds: dict[str, Answer] = field(default_factory=dict)
     seconds: list[float] = field(default_factory=list)
 
@@ -70,7 +70,7 @@ class System:
         asked = [q for q in gold if q.id in self.preds]
         if not asked:
             return f"{self.name:<14} (nothing yet)"
-        r = score_predictions(asked, self.preds, KNOWN_IDS)
+        r = score_predictions(asked, self.preds, self.known_ids)
         return (f"{self.name:<14} n={len(asked):>3} final={r.final:.3f} value={r.value:.3f} ref={r.ref:.3f} "
                 f"na={r.na:.3f}  s/question={sum(self.seconds) / len(self.seconds):6.1f}")
 
@@ -104,14 +104,14 @@ def main() -> None:
                         generation=replace(kohaku_cfg.generation, max_retries=0))
     assert isinstance(naive_cfg.generation, GenerationPart)
     retriever = open_retriever(Lake(args.lake), IndexConfig())
-    KNOWN_IDS.extend(corpus_ids(Lake(args.lake)))
+    known = corpus_ids(Lake(args.lake))
     flat = FlatSearcher(*flat_baseline(args.wattbot))
     print(f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
           f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}", flush=True)
 
     def one_pass(chat: CachedChat, verbose: bool) -> list[System]:
-        naive, single = System("naive BM25"), System("kohaku m=1")
-        ensembles = {m: System(f"kohaku m={m}") for m in (3, 5) if m <= args.runs}
+        naive, single = System("naive BM25", known), System("kohaku m=1", known)
+        ensembles = {m: System(f"kohaku m={m}", known) for m in (3, 5) if m <= args.runs}
         systems = [naive, single, *ensembles.values()]
         for n, q in enumerate(questions, start=1):
             t0 = time.perf_counter()
@@ -148,7 +148,7 @@ def main() -> None:
     print("\n== errors (the paper's taxonomy), per system", flush=True)
     for system in systems:
         asked = [q for q in questions if q.id in system.preds]
-        print(f"{system.name:<14} {score_predictions(asked, system.preds, KNOWN_IDS).error_counts()}", flush=True)
+        print(f"{system.name:<14} {score_predictions(asked, system.preds, system.known_ids).error_counts()}", flush=True)
 
     second = CachedChat(inner, args.work / "llm")
     started = time.perf_counter()

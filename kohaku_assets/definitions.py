@@ -46,8 +46,8 @@ def _index_requests(registered: set[str], in_flight: bool) -> tuple[list[str], l
         for doc_id in plan.build
     ]
     # Listed in metadata.csv with a URL but not on disk: the source asset downloads it (once per URL).
-    runs += [RunRequest(run_key=f"{doc_id}:fetch:{meta.url}", partition_key=doc_id, job_name=index_document_job.name)
-             for doc_id, meta in sorted(scan.missing.items()) if ix.stored_version(lake, ix.INDEX_ROWS, doc_id) is None]
+    runs += [RunRequest(run_key=f"{doc_id}:fetch:{scan.missing[doc_id].url}", partition_key=doc_id,
+                        job_name=index_document_job.name) for doc_id in plan.fetch]
     behind = not runs and not in_flight and (plan.remove or _indexes_behind(plan.unchanged))
     if behind:
         runs.append(RunRequest(job_name=assemble_indexes_job.name))

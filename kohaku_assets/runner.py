@@ -91,7 +91,7 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
         ix.remove_document(lake, doc_id)
         progress(f"removed {doc_id}")
     # Listed in metadata.csv with a URL but absent locally: the source asset fetches them.
-    build = sorted(set(plan.build) | {d for d in scan.missing if ix.stored_version(lake, ix.INDEX_ROWS, d) is None})
+    build = sorted(set(plan.build) | set(plan.fetch))
     report = IndexReport(skipped=plan.unchanged, removed=plan.remove)
     resources = {"settings": settings}
     every = [*PER_DOCUMENT, *INDEXES]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dagster import ConfigurableResource
 
-from kohaku_rag.captions import Captioner, OcrCaptioner, VisionLLMCaptioner
+from kohaku_rag.captions import CAPTION_PROMPT, Captioner, OcrCaptioner, VisionLLMCaptioner
 from kohaku_rag.config import IndexConfig, load_config_file
 from kohaku_rag.embed import EmbedderSpec, make_embedder
 from kohaku_rag.embed.base import Embedder
@@ -66,10 +66,9 @@ class KohakuSettings(ConfigurableResource):
             return _ocr_captioner()
         if not (cfg.vision_base_url and cfg.vision_model):
             raise ValueError("captioner = 'vision' needs vision_base_url and vision_model in the index config")
-        extra = {"prompt": cfg.vision_prompt} if cfg.vision_prompt else {}
         return VisionLLMCaptioner(cfg.vision_base_url, cfg.vision_model, api_key_env=cfg.vision_api_key_env,
-                                  max_concurrent=cfg.vision_max_concurrent, timeout=cfg.vision_timeout,
-                                  max_retries=cfg.vision_max_retries, **extra)
+                                  prompt=cfg.vision_prompt or CAPTION_PROMPT, max_concurrent=cfg.vision_max_concurrent,
+                                  timeout=cfg.vision_timeout, max_retries=cfg.vision_max_retries)
 
     def embedder(self) -> Embedder:
         return _embedder(self.index_config().embedder, str(self.lake.cache_dir / "embeddings"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +112,7 @@ class IndexPlan:
     build: list[str]  # new or changed documents (their per-document chain runs)
     unchanged: list[str]
     remove: list[str]  # registered or stored documents that left the corpus
+    fetch: list[str] = field(default_factory=list)  # listed by URL, not on disk, not indexed yet
 
 
 def plan_index(scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[str] = ()) -> IndexPlan:
@@ -122,7 +123,8 @@ def plan_index(scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[s
     # A document listed by URL but not fetched yet stays: its source step retries the download.
     present = set(scan.documents) | set(scan.missing)
     stale = (set(known) | set(lake.partitions(INDEX_ROWS)) | set(lake.partitions(SOURCES))) - present
-    return IndexPlan(build=sorted(build), unchanged=sorted(unchanged), remove=sorted(stale))
+    fetch = [d for d in scan.missing if stored_version(lake, INDEX_ROWS, d) is None]
+    return IndexPlan(build=sorted(build), unchanged=sorted(unchanged), remove=sorted(stale), fetch=sorted(fetch))
 
 
 def remove_document(lake: Lake, doc_id: str) -> None:
@@ -210,10 +212,9 @@ def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: C
     results: list[tuple[str, bool] | Exception] = []
     if captioner is not None and figures:
         images = [_read_blob(lake, n.media_hash or "") for n in figures]
-        readable = [k for k, img in enumerate(images) if not isinstance(img, Exception)]
-        captioned = iter(caption_many_cached(captioner, CaptionCache(lake.cache_dir / "captions"),
-                                             [(images[k], figures[k].text) for k in readable]))
-        results = [next(captioned) if k in readable else images[k] for k in range(len(figures))]
+        readable = [(img, n.text) for img, n in zip(images, figures, strict=True) if isinstance(img, bytes)]
+        captioned = iter(caption_many_cached(captioner, CaptionCache(lake.cache_dir / "captions"), readable))
+        results = [next(captioned) if isinstance(img, bytes) else img for img in images]
     rows, errors, hits = [], {}, 0
     for k, node in enumerate(figures):
         result = results[k] if results else (node.text, False)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from kohaku_rag.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
 from kohaku_rag.answer_types import Answer, Question
-from kohaku_rag.config import stable_hash
+from kohaku_rag.config import RetrievalConfig, stable_hash
 from kohaku_rag.indexing import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
@@ -141,7 +141,7 @@ class _Serialized:
         self.inner = inner
         self._lock = threading.Lock()
 
-    def search(self, queries: Sequence[str], cfg: Any) -> list[ContextItem]:
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
         with self._lock:
             return self.inner.search(queries, cfg)
 
@@ -152,18 +152,18 @@ def compute_retrievals(questions: Sequence[Question], cfg: QAConfig, retriever: 
         raise ValueError("the planner is on but no chat model was given")
     searcher = _Serialized(retriever)
 
-    def one(q: Question) -> dict[str, Any]:
+    def one(q: Question) -> tuple[dict[str, Any], int]:
         started = time.perf_counter()
         queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
         items = searcher.search(queries, cfg.retrieval.search)
         return {"id": q.id, "queries": list(queries), "context": json.dumps([i.as_dict() for i in items]),
-                "seconds": round(time.perf_counter() - started, 4)}
+                "seconds": round(time.perf_counter() - started, 4)}, len(items)
 
     rows = []
     workers = question_workers(chat) if cfg.retrieval.use_planner else 1
-    for n, row in enumerate(_map_questions(one, questions, workers), start=1):
+    for n, (row, snippets) in enumerate(_map_questions(one, questions, workers), start=1):
         rows.append(row)
-        progress(f"retrieved {n}/{len(questions)} {row['id']}: {len(json.loads(row['context']))} snippets")
+        progress(f"retrieved {n}/{len(questions)} {row['id']}: {snippets} snippets")
     return rows
 
 
