@@ -2,9 +2,11 @@
 
 In one run, question by question (so partial results are comparable when stopped early):
   naive     the question alone, flat BM25 over 800-character chunks of the WattBot text,
-            one run, no planner, no retries, the same LLM, prompt and context budget;
+            one run, no planner, no retries, no evidence quote, the same LLM, prompt and
+            context budget (plain RAG);
   kohaku    the default QAConfig (planner, hybrid hierarchical retrieval, combined rerank,
-            evidence sentences marked, context before question, is_blank retries), 5 runs
+            evidence sentences marked, context before question, is_blank retries, a verbatim
+            evidence quote before true/false verdicts), 5 runs
             that differ only by seed:
             run 0 alone is the single-run score, runs 0-2 and 0-4 voted are the ensembles.
 Seconds per question: baseline and single = planner + retrieval + LLM time of run 0; an
@@ -101,7 +103,7 @@ def main() -> None:
 
     kohaku_cfg = QAConfig(questions=str(args.wattbot / "train_QA.csv"))
     naive_cfg = replace(kohaku_cfg, retrieval=RetrievalPart(use_planner=False, search=kohaku_cfg.retrieval.search),
-                        generation=replace(kohaku_cfg.generation, max_retries=0))
+                        generation=replace(kohaku_cfg.generation, max_retries=0, quote_evidence="off"))
     assert isinstance(naive_cfg.generation, GenerationPart)
     retriever = open_retriever(Lake(args.lake), IndexConfig())
     known = corpus_ids(Lake(args.lake))

@@ -26,7 +26,8 @@ from kohaku_rag.answer_types import BLANK, Answer, Question
 from kohaku_rag.config import RetrievalConfig
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.base import extract_json, loads_json
-from kohaku_rag.normalise import is_blank_value, normalise_answer
+from kohaku_rag.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
+from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.planner import plan_queries
 from kohaku_rag.qa_config import GenerationPart, QAConfig
 from kohaku_rag.retrieve import ContextItem
@@ -158,7 +159,7 @@ def is_true_false(question: Question) -> bool:
 
 
 def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True,
-                   titles: bool = False) -> tuple[Message, ...]:
+                   titles: bool = False, quote: bool = False) -> tuple[Message, ...]:
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -169,11 +170,18 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
     else:
         unit_line = "Answer unit: none"
         value_rule = "answer_value: the exact name or term as written in the context."
+    if not quote:
+        evidence_rule = []
+    elif is_true_false(question):
+        evidence_rule = ["evidence: copy the context sentence that shows whether the statement is true or false."]
+    else:
+        evidence_rule = ["evidence: copy the context sentence that answers the question."]
     task = "\n".join([
         f"Question: {question.question}",
         unit_line,
         "",
         "Fill in the JSON:",
+        *evidence_rule,
         "explanation: a few words quoting the fact from the context.",
         "answer: the answer in a few words.",
         value_rule,
@@ -187,8 +195,10 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
     return (Message("system", SYSTEM), Message("user", user))
 
 
-def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False) -> dict[str, Any]:
-    """The reply's JSON schema; ref_id may only name the given documents."""
+def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False,
+                  evidence: Sequence[str] = ()) -> dict[str, Any]:
+    """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
+    (context sentences), the reply first copies one of them verbatim."""
     refs: dict[str, Any] = (
         {"type": "array", "items": {"type": "string", "enum": list(doc_ids)}, "minItems": 1, "maxItems": 3}
         if doc_ids
@@ -196,11 +206,14 @@ def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False) -
     )
     unit_schema: dict[str, Any] = {"type": "string", "enum": [unit]} if unit else {"type": "string"}
     value: dict[str, Any] = {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
-    # Short string caps bound the generation time on a slow CPU model.
+    quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
+    # Short string caps bound the generation time on a slow CPU model. Properties are
+    # written in this order, so the model quotes before it commits to an answer.
     return {
         "title": "answer",
         "type": "object",
         "properties": {
+            **quote,
             "explanation": {"type": "string", "maxLength": 120},
             "answer": {"type": "string", "maxLength": 80},
             "answer_value": value,
@@ -208,9 +221,23 @@ def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False) -
             "ref_id": refs,
             "is_blank": {"type": "boolean"},
         },
-        "required": ["explanation", "answer", "answer_value", "answer_unit", "ref_id", "is_blank"],
+        "required": [*quote, "explanation", "answer", "answer_value", "answer_unit", "ref_id", "is_blank"],
         "additionalProperties": False,
     }
+
+
+def evidence_sentences(items: Sequence[ContextItem], max_chars: int = 200, limit: int = 80) -> list[str]:
+    """The context's sentences, each clipped to `max_chars`, as the choices of the reply's
+    `evidence` field: a verbatim quote keeps a small model from paraphrasing the question
+    back as its evidence (it would then call every true/false statement true)."""
+    out: dict[str, None] = {}
+    for item in items:
+        for sentence in split_sentences(item.text):
+            # llama.cpp's schema-to-grammar step mis-escapes '"' and '\\' inside enum values.
+            sentence = sentence.replace('"', "'").replace("\\", "/")[:max_chars].rstrip()
+            if len(sentence) >= 20:
+                out.setdefault(sentence, None)
+    return list(out)[:limit]
 
 
 def context_doc_ids(items: Sequence[ContextItem]) -> list[str]:
@@ -231,7 +258,10 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
 def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int,
                    images: ImageLoader | None = None) -> ChatRequest:
     unit = question.answer_unit.strip() or BLANK
-    system, user = build_messages(question, items, gen.use_reordered_prompt, gen.snippet_titles)
+    true_false = is_true_false(question)
+    quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
+    evidence = evidence_sentences(items) if quote else []
+    system, user = build_messages(question, items, gen.use_reordered_prompt, gen.snippet_titles, bool(evidence))
     attached = figure_images(items, gen.img_k, images)
     if attached:
         user = Message(user.role, user.content, images=attached)
@@ -240,7 +270,7 @@ def answer_request(question: Question, items: Sequence[ContextItem], gen: Genera
         temperature=gen.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), unit, is_true_false(question)),
+        json_schema=answer_schema(context_doc_ids(items), unit, true_false, evidence),
     )
 
 
@@ -255,12 +285,15 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
     allowed = {d.lower(): d for d in doc_ids}
     cited = tuple(dict.fromkeys(allowed[r.strip().lower()] for r in refs
                                 if isinstance(r, str) and r.strip().lower() in allowed))
+    words, explanation = str(data.get("answer") or "").strip(), str(data.get("explanation") or "").strip()
     answer = Answer(
-        answer=str(data.get("answer") or "").strip(),
-        answer_value=str(data.get("answer_value") or "").strip(),
+        answer=words,
+        answer_value=expand_stated_magnitude(str(data.get("answer_value") or ""), question.answer_unit,
+                                             [words, explanation]),
         answer_unit=str(data.get("answer_unit") or question.answer_unit),
         ref_id=cited,
-        explanation=str(data.get("explanation") or "").strip(),
+        explanation=explanation,
+        supporting_materials=str(data.get("evidence") or "").strip(),
     )
     return normalise_answer(answer, question.answer_unit, known_ref_ids=doc_ids)
 

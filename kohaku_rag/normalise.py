@@ -145,6 +145,26 @@ def canonical_value(text: object, expected_unit: str | None = None) -> str:
     return parse_value(text, expected_unit).value
 
 
+def expand_stated_magnitude(value: str, unit: str, texts: Sequence[str]) -> str:
+    """`value` scaled by the magnitude word the model's own words put after it.
+
+    Small models copy the numeral of "5.4 million liters" into answer_value as "5.4" while
+    their answer or explanation keeps "million". When `value` is a bare number and one of
+    `texts` writes that same numeral followed by a magnitude word, the expanded number is
+    returned; a unit that itself starts with the word ("million liters") keeps the value.
+    """
+    value = value.strip()
+    unit_words = unit.strip().lower().split()
+    if not re.fullmatch(_NUM, value) or (unit_words and unit_words[0] in _MAGNITUDES):
+        return value
+    stated = re.compile(rf"(?<![\d.,]){re.escape(value)}\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+    for text in texts:
+        match = stated.search(text)
+        if match:
+            return format_number(_to_decimal(value, match[1].lower()))
+    return value
+
+
 def canon_text(text: object) -> str:
     """Comparison key for categorical answers: case, punctuation, a leading article and
     whitespace do not matter ("The ML.ENERGY Benchmark" == "ML.ENERGY Benchmark").
@@ -213,7 +233,7 @@ def normalise_answer(
     * blank value (or `is_blank` set) -> `Answer.blank(unit)`: refs dropped, every
       evidence field `is_blank`, the unit kept.
     * True/False/yes/no (or value 1/0 with answer TRUE/FALSE) -> value "1"/"0", answer
-      "TRUE"/"FALSE", unit `is_blank`.
+      "TRUE"/"FALSE", unit `is_blank`; an answer word overrules a contradicting digit.
     * numbers and ranges -> canonical value; the unit is `expected_unit` when given
       (the test file states it), else the unit the text implied, else the answer's own.
     * anything else -> categorical text, kept as written (trimmed, outer quotes removed).
@@ -234,7 +254,9 @@ def normalise_answer(
     if parsed.kind == "boolean" or (
         parsed.kind == "number" and parsed.value in ("0", "1") and answer_word in _TRUE_TOKENS | _FALSE_TOKENS
     ):
-        truth = parsed.value == "1"
+        # When the words and the digit disagree ("False", 1), the words win: a reply states
+        # its verdict in words first, and a digit is easier to slip on.
+        truth = answer_word in _TRUE_TOKENS if answer_word in _TRUE_TOKENS | _FALSE_TOKENS else parsed.value == "1"
         text, value, unit = ("TRUE" if truth else "FALSE"), ("1" if truth else "0"), BLANK
     elif parsed.kind in ("number", "range"):
         value = parsed.value

@@ -28,6 +28,7 @@ from kohaku_rag.llm import LLMSpec
 from kohaku_rag.vote import TIEBREAKS, VOTE_MODES
 
 CONFIG_SUFFIXES = (".toml", ".json")
+QUOTE_EVIDENCE = ("off", "true_false", "all")
 
 
 def default_questions() -> str:
@@ -67,6 +68,9 @@ class GenerationPart:
     img_k: int = 0
     # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
     max_retries: int = 2
+    # The reply first copies one context sentence verbatim (the schema offers the context's
+    # sentences): for "true_false" questions only, "all" questions, or "off".
+    quote_evidence: str = "true_false"
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -76,6 +80,8 @@ class GenerationPart:
         if self.img_k > 0 and self.llm.backend != "openai":
             raise ValueError("img_k > 0 sends figures to a vision model: set [generation.llm] backend = \"openai\" "
                              "with a vision-capable model; the bundled model reads text only")
+        if self.quote_evidence not in QUOTE_EVIDENCE:
+            raise ValueError(f"quote_evidence {self.quote_evidence!r} is not one of {', '.join(QUOTE_EVIDENCE)}")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
 

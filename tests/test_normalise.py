@@ -15,6 +15,7 @@ from kohaku_rag.answer_types import BLANK_TEXT, Answer, load_questions
 from kohaku_rag.normalise import (
     canon_text,
     canonical_value,
+    expand_stated_magnitude,
     is_blank_value,
     normalise_answer,
     parse_ref_ids,
@@ -211,8 +212,19 @@ def test_normalise_answer_booleans() -> None:
     for value, answer, want in [("True", "", ("TRUE", "1")), ("no", "", ("FALSE", "0")), ("1", "TRUE", ("TRUE", "1"))]:
         out = normalise_answer(_llm(value, answer, unit="whatever"), expected_unit="is_blank")
         assert (out.answer, out.answer_value, out.answer_unit) == (*want, "is_blank")
+    # The answer word overrules a digit that contradicts it.
+    assert normalise_answer(_llm("1", "False"), expected_unit="is_blank").answer_value == "0"
     # A bare 1 without a TRUE/FALSE answer stays a number.
     assert normalise_answer(_llm("1", "1 paper"), expected_unit="papers").answer == "1 paper"
+
+
+def test_expand_stated_magnitude_reads_the_models_own_words() -> None:
+    assert expand_stated_magnitude("5.4", "liters", ["a total of 5.4 million liters"]) == "5400000"
+    assert expand_stated_magnitude("2.51", "USD", ["", "$2.51 billion in Iowa"]) == "2510000000"
+    assert expand_stated_magnitude("2.5", "million USD", ["2.5 million"]) == "2.5"  # the unit carries it
+    assert expand_stated_magnitude("12.5", "USD", ["2.5 million"]) == "12.5"  # another numeral
+    assert expand_stated_magnitude("2.5", "USD", ["2.5 millionaires"]) == "2.5"
+    assert expand_stated_magnitude("[2,5]", "USD", ["2 million"]) == "[2,5]"
 
 
 def test_normalise_answer_keeps_categorical_text() -> None:

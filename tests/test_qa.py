@@ -362,6 +362,13 @@ def test_replies_with_raw_control_characters_are_read():
     assert answer.answer_value == "4.3" and answer.ref_id == ("carbon",) and "line" in answer.explanation
 
 
+def test_replies_keep_the_magnitude_their_words_state():
+    q = Question("q1", "How much water did training consume?", "liters")
+    reply = ('{"explanation": "a total of 5.4 million liters", "answer": "5.4", "answer_value": "5.4", '
+             '"answer_unit": "liters", "ref_id": ["water"], "is_blank": false}')
+    assert parse_reply(reply, q, ["water"]).answer_value == "5400000"
+
+
 def test_context_overflow_shrinks_the_context(env):
     settings, server, questions = env
     cfg = write_config(settings, "a", server, questions,
@@ -492,3 +499,30 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
     with pytest.raises(ValueError, match="bundled model reads text only"):
         from kohaku_rag.qa_config import GenerationPart
         GenerationPart(img_k=2)
+
+
+def test_true_false_replies_quote_a_context_sentence_first():
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    from kohaku_rag.answer import answer_request, evidence_sentences
+    from kohaku_rag.qa_config import GenerationPart
+    from kohaku_rag.retrieve import ContextItem
+
+    text = 'The report says "no reporting of inference energy" is required. Short one. The A100 drew 400 W in training.'
+    items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
+    assert evidence_sentences(items) == ["The report says 'no reporting of inference energy' is required.",
+                                         "The A100 drew 400 W in training."]
+    statement = Question("q1", "True or False: the A100 drew 400 W.", "is_blank")
+    schema = answer_request(statement, items, GenerationPart(), seed=0).schema
+    assert list(schema["properties"])[:2] == ["evidence", "explanation"]
+    assert schema["properties"]["evidence"]["enum"] == evidence_sentences(items)
+    LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)  # the embedded backend can decode it
+    numeric = Question("q2", "How many watts did the A100 draw?", "W")
+    assert "evidence" not in answer_request(numeric, items, GenerationPart(), seed=0).schema["properties"]
+    assert "evidence" in answer_request(numeric, items, GenerationPart(quote_evidence="all"), seed=0).schema["properties"]
+    assert "evidence" not in answer_request(statement, items, GenerationPart(quote_evidence="off"), seed=0).schema["properties"]
+    reply = ('{"evidence": "The A100 drew 400 W in training.", "explanation": "it drew 400 W", "answer": "True", '
+             '"answer_value": "1", "answer_unit": "is_blank", "ref_id": ["gpu"], "is_blank": false}')
+    assert parse_reply(reply, statement, ["gpu"]).supporting_materials == "The A100 drew 400 W in training."
+    with pytest.raises(ValueError, match="quote_evidence"):
+        GenerationPart(quote_evidence="sometimes")

@@ -44,16 +44,23 @@ class Message:
 
 
 def canonical_json(value: Any) -> str:
-    """One spelling per value, so equal schemas hash (and cache) equally."""
+    """One spelling per value, so equal values hash (and cache) equally."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def schema_json(schema: Mapping[str, Any]) -> str:
+    """A JSON schema as compact text with its key order kept: a grammar-constrained decoder
+    writes an object's properties in schema order, so the order decides, for instance,
+    whether the model quotes its evidence before or after it commits to an answer."""
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion to make.
 
-    `json_schema` may be given as a dict (or its JSON text); it is kept as canonical JSON
-    text so the request stays hashable and usable as a cache key. Read it back as a dict
+    `json_schema` may be given as a dict (or its JSON text); it is kept as compact JSON
+    text, property order intact (`schema_json`), so the request stays hashable and usable as a cache key. Read it back as a dict
     with `.schema`. `dataclasses.replace(req, seed=3)` works (ensemble runs).
     """
 
@@ -87,7 +94,7 @@ class ChatRequest:
                     raise ValueError(f"json_schema is not valid JSON: {exc}") from None
             if not isinstance(schema, Mapping):
                 raise TypeError(f"json_schema must be a JSON object, got {type(schema).__name__}")
-            object.__setattr__(self, "json_schema", canonical_json(schema))
+            object.__setattr__(self, "json_schema", schema_json(schema))
 
     @property
     def schema(self) -> dict[str, Any] | None:
