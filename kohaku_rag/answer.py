@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kohaku_rag.answer_types import BLANK, Answer, Question
+from kohaku_rag.answer_types import Answer, Question
 from kohaku_rag.config import RetrievalConfig
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.base import extract_json, loads_json
@@ -195,16 +195,16 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
     return (Message("system", SYSTEM), Message("user", user))
 
 
-def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False,
-                  evidence: Sequence[str] = ()) -> dict[str, Any]:
+def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = ()) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
-    (context sentences), the reply first copies one of them verbatim."""
+    (context sentences), the reply first copies one of them verbatim. The unit is the
+    question's, so the reply does not write it: a forced `"answer_unit": "is_blank"` right
+    before `is_blank` led the embedded model to abstain after giving the right answer."""
     refs: dict[str, Any] = (
         {"type": "array", "items": {"type": "string", "enum": list(doc_ids)}, "minItems": 1, "maxItems": 3}
         if doc_ids
         else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
     )
-    unit_schema: dict[str, Any] = {"type": "string", "enum": [unit]} if unit else {"type": "string"}
     value: dict[str, Any] = {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
     quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
@@ -217,11 +217,10 @@ def answer_schema(doc_ids: Sequence[str], unit: str, true_false: bool = False,
             "explanation": {"type": "string", "maxLength": 120},
             "answer": {"type": "string", "maxLength": 80},
             "answer_value": value,
-            "answer_unit": unit_schema,
             "ref_id": refs,
             "is_blank": {"type": "boolean"},
         },
-        "required": [*quote, "explanation", "answer", "answer_value", "answer_unit", "ref_id", "is_blank"],
+        "required": [*quote, "explanation", "answer", "answer_value", "ref_id", "is_blank"],
         "additionalProperties": False,
     }
 
@@ -257,7 +256,6 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
 
 def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int,
                    images: ImageLoader | None = None) -> ChatRequest:
-    unit = question.answer_unit.strip() or BLANK
     true_false = is_true_false(question)
     quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
     evidence = evidence_sentences(items) if quote else []
@@ -270,7 +268,7 @@ def answer_request(question: Question, items: Sequence[ContextItem], gen: Genera
         temperature=gen.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), unit, true_false, evidence),
+        json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
     )
 
 
@@ -290,7 +288,7 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
         answer=words,
         answer_value=expand_stated_magnitude(str(data.get("answer_value") or ""), question.answer_unit,
                                              [words, explanation]),
-        answer_unit=str(data.get("answer_unit") or question.answer_unit),
+        answer_unit=question.answer_unit,
         ref_id=cited,
         explanation=explanation,
         supporting_materials=str(data.get("evidence") or "").strip(),

@@ -514,7 +514,8 @@ def test_true_false_replies_quote_a_context_sentence_first():
                                          "The A100 drew 400 W in training."]
     statement = Question("q1", "True or False: the A100 drew 400 W.", "is_blank")
     schema = answer_request(statement, items, GenerationPart(), seed=0).schema
-    assert list(schema["properties"])[:2] == ["evidence", "explanation"]
+    # Written in this order: quote, then answer; no forced unit just before is_blank.
+    assert list(schema["properties"]) == ["evidence", "explanation", "answer", "answer_value", "ref_id", "is_blank"]
     assert schema["properties"]["evidence"]["enum"] == evidence_sentences(items)
     LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)  # the embedded backend can decode it
     numeric = Question("q2", "How many watts did the A100 draw?", "W")
