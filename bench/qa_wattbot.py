@@ -14,6 +14,7 @@ ensemble adds its extra runs' LLM time (they share the prompt's KV cache). Then 
 is asked again through the response cache and the LLM calls it saved are counted.
 
     python bench/qa_wattbot.py --lake LAKE [--limit N] [--skip N] [--runs M] [--work DIR]
+                               [--true-false-only] [--quote-evidence off|true_false|all]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from index_wattbot import flat_baseline  # noqa: E402
 
-from kohaku_rag.answer import answer_runs, plan_for  # noqa: E402
+from kohaku_rag.answer import answer_runs, is_true_false, plan_for  # noqa: E402
 from kohaku_rag.answer_types import Answer, load_questions  # noqa: E402
 from kohaku_rag.config import IndexConfig, RetrievalConfig  # noqa: E402
 from kohaku_rag.index.bm25 import BM25Index  # noqa: E402
@@ -39,7 +40,7 @@ from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
 from kohaku_rag.qa_store import corpus_ids  # noqa: E402
-from kohaku_rag.qa_config import GenerationPart, QAConfig, RetrievalPart  # noqa: E402
+from kohaku_rag.qa_config import QUOTE_EVIDENCE, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.retrieve import ContextItem, pack  # noqa: E402
 from kohaku_rag.score import score_predictions  # noqa: E402
 from kohaku_rag.search import open_retriever  # noqa: E402
@@ -92,9 +93,14 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/qa_bench"), help="response cache (emptied first)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--quote-evidence", choices=QUOTE_EVIDENCE, default=GenerationPart.quote_evidence,
+                        help="kohaku's quote_evidence (an ablation; the naive baseline never quotes)")
+    parser.add_argument("--true-false-only", action="store_true", help="only the True/False statements")
     args = parser.parse_args()
 
     questions = load_questions(args.wattbot / "train_QA.csv")[args.skip:]
+    if args.true_false_only:
+        questions = [q for q in questions if is_true_false(q)]
     if args.limit:
         questions = questions[: args.limit]
     shutil.rmtree(args.work / "llm", ignore_errors=True)
@@ -102,6 +108,7 @@ def main() -> None:
     inner = LlamaCppChat(model, n_ctx=4096, n_threads=args.threads)
 
     kohaku_cfg = QAConfig(questions=str(args.wattbot / "train_QA.csv"))
+    kohaku_cfg = replace(kohaku_cfg, generation=replace(kohaku_cfg.generation, quote_evidence=args.quote_evidence))
     naive_cfg = replace(kohaku_cfg, retrieval=RetrievalPart(use_planner=False, search=kohaku_cfg.retrieval.search),
                         generation=replace(kohaku_cfg.generation, max_retries=0, quote_evidence="off"))
     assert isinstance(naive_cfg.generation, GenerationPart)
@@ -109,7 +116,8 @@ def main() -> None:
     known = corpus_ids(Lake(args.lake))
     flat = FlatSearcher(*flat_baseline(args.wattbot))
     print(f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
-          f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}", flush=True)
+          f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}; "
+          f"kohaku quote_evidence {args.quote_evidence}", flush=True)
 
     def one_pass(chat: CachedChat, verbose: bool) -> list[System]:
         naive, single = System("naive BM25", known), System("kohaku m=1", known)

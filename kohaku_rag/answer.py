@@ -6,6 +6,9 @@
   model follows them.
 * The reply schema limits `ref_id` to an enum of the document ids present in the context:
   the model cannot cite a document it was not shown (reference-constrained decoding).
+  Its properties are decoded in order, explanation before answer; for true/false
+  statements (`quote_evidence`) an `evidence` field first copies one context sentence,
+  chosen from an enum of the context's sentences, into `supporting_materials`.
 * An is_blank reply is asked again with k×2, k×3 ... context units (and budget), up to
   `max_retries` times; a context overflow drops the lowest-ranked snippets and asks again.
 * Ensemble runs share one prompt and differ only by seed, and are sent together so the
