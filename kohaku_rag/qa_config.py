@@ -29,6 +29,9 @@ from kohaku_rag.vote import TIEBREAKS, VOTE_MODES
 
 CONFIG_SUFFIXES = (".toml", ".json")
 QUOTE_EVIDENCE = ("off", "true_false", "all")
+# The answering prompt and reply schema (answer.py) as of this number: bump it when they
+# change, so predictions stored under the old wording are not reused as if current.
+ANSWER_FORMAT = 2
 
 
 def default_questions() -> str:
@@ -124,7 +127,7 @@ class QAConfig:
         # Concurrency changes throughput, never a reply.
         gen["llm"].pop("max_concurrent", None)
         gen["llm"].pop("n_threads", None)
-        return stable_hash({"retrieval": self.retrieval_hash, "generation": gen})
+        return stable_hash({"retrieval": self.retrieval_hash, "generation": gen, "format": ANSWER_FORMAT})
 
     @property
     def voting_hash(self) -> str:

@@ -60,8 +60,9 @@ class ChatRequest:
     """One chat completion to make.
 
     `json_schema` may be given as a dict (or its JSON text); it is kept as compact JSON
-    text, property order intact (`schema_json`), so the request stays hashable and usable as a cache key. Read it back as a dict
-    with `.schema`. `dataclasses.replace(req, seed=3)` works (ensemble runs).
+    text, property order intact (`schema_json`), so the request stays hashable and usable
+    as a cache key. Read it back as a dict with `.schema`. `dataclasses.replace(req, seed=3)`
+    works (ensemble runs).
     """
 
     messages: tuple[Message, ...]
