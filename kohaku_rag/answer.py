@@ -327,8 +327,12 @@ def _ask(chat: ChatModel, question: Question, items: list[ContextItem], gen: Gen
 
     Returns the items the successful prompt used. Each run's counters and answer are updated.
     """
+    if not runs:
+        return items
     while True:
-        reqs = [answer_request(question, items, gen, r.seed, images) for r in runs]
+        # The prompt (sentence split, figure images) is built once; runs differ only by seed.
+        shared = answer_request(question, items, gen, runs[0].seed, images)
+        reqs = [dataclasses.replace(shared, seed=r.seed) for r in runs]
         results = chat.complete_many(reqs)
         if any(isinstance(res, ContextOverflowError) for res in results) and items:
             items = items[: min(len(items) - 1, (len(items) * 3) // 4)]

@@ -42,7 +42,8 @@ _MAGNITUDES = {
     "trillion": 12, "tn": 12, "T": 12,
 }  # fmt: skip
 # Single lower-case "m"/"b"/"t" are left out: they read as metres, bits and tonnes.
-_MAG = r"(?i:thousand|million|billion|trillion)|mn|bn|tn|[kKMBT]"
+_MAGNITUDE_WORDS = ("thousand", "million", "billion", "trillion")
+_MAG = rf"(?i:{'|'.join(_MAGNITUDE_WORDS)})|mn|bn|tn|[kKMBT]"
 _NUM = r"[-+\u2212]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+\u2212]?\.\d+(?:[eE][-+]?\d+)?"
 _HEDGE_WORDS = (
     "approximately", "approx.", "approx", "about", "around", "roughly", "nearly", "almost",
@@ -157,7 +158,7 @@ def expand_stated_magnitude(value: str, unit: str, texts: Sequence[str]) -> str:
     unit_words = unit.strip().lower().split()
     if not re.fullmatch(_NUM, value) or (unit_words and unit_words[0] in _MAGNITUDES):
         return value
-    stated = re.compile(rf"(?<![\d.,]){re.escape(value)}\s*(thousand|million|billion|trillion)\b", re.IGNORECASE)
+    stated = re.compile(rf"(?<![\d.,]){re.escape(value)}\s*({'|'.join(_MAGNITUDE_WORDS)})\b", re.IGNORECASE)
     for text in texts:
         match = stated.search(text)
         if match:
@@ -302,7 +303,7 @@ def _strip_unit_echo(text: str, unit: str) -> str:
         if not head or not head[-1].isalpha():
             text = head.rstrip()
     first_word = unit.split()[0] if unit.split() else ""
-    if first_word.lower() in ("thousand", "million", "billion", "trillion"):
+    if first_word.lower() in _MAGNITUDE_WORDS:
         text = re.sub(rf"\s+{first_word}$", "", text, flags=re.IGNORECASE)
     return text
 
