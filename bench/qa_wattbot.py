@@ -2,11 +2,12 @@
 
 In one run, question by question (so partial results are comparable when stopped early):
   naive     the question alone, flat BM25 over 800-character chunks of the WattBot text,
-            one run, no planner, no retries, no evidence quote, the same LLM, prompt and
-            context budget (plain RAG);
+            one run, no planner, no retries, no evidence quote, the reply's own true/false
+            verdict, the same LLM, prompt and context budget (plain RAG);
   kohaku    the default QAConfig (planner, hybrid hierarchical retrieval, combined rerank,
             evidence sentences marked, context before question, is_blank retries, a verbatim
-            evidence quote before true/false verdicts), 5 runs
+            evidence quote before true/false verdicts, the verdict from the model's
+            probabilities), 5 runs
             that differ only by seed:
             run 0 alone is the single-run score, runs 0-2 and 0-4 voted are the ensembles.
 Seconds per question: baseline and single = planner + retrieval + LLM time of run 0; an
@@ -40,7 +41,7 @@ from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
 from kohaku_rag.qa_store import corpus_ids  # noqa: E402
-from kohaku_rag.qa_config import QUOTE_EVIDENCE, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
+from kohaku_rag.qa_config import QUOTE_EVIDENCE, TRUE_FALSE_VERDICTS, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.retrieve import ContextItem, pack  # noqa: E402
 from kohaku_rag.score import score_predictions  # noqa: E402
 from kohaku_rag.search import open_retriever  # noqa: E402
@@ -95,6 +96,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--quote-evidence", choices=QUOTE_EVIDENCE, default=GenerationPart.quote_evidence,
                         help="kohaku's quote_evidence (an ablation; the naive baseline never quotes)")
+    parser.add_argument("--true-false-verdict", choices=TRUE_FALSE_VERDICTS,
+                        default=GenerationPart.true_false_verdict, help="kohaku's true_false_verdict (an ablation)")
     parser.add_argument("--true-false-only", action="store_true", help="only the True/False statements")
     args = parser.parse_args()
 
@@ -108,16 +111,18 @@ def main() -> None:
     inner = LlamaCppChat(model, n_ctx=4096, n_threads=args.threads)
 
     kohaku_cfg = QAConfig(questions=str(args.wattbot / "train_QA.csv"))
-    kohaku_cfg = replace(kohaku_cfg, generation=replace(kohaku_cfg.generation, quote_evidence=args.quote_evidence))
+    kohaku_cfg = replace(kohaku_cfg, generation=replace(kohaku_cfg.generation, quote_evidence=args.quote_evidence,
+                                                        true_false_verdict=args.true_false_verdict))
     naive_cfg = replace(kohaku_cfg, retrieval=RetrievalPart(use_planner=False, search=kohaku_cfg.retrieval.search),
-                        generation=replace(kohaku_cfg.generation, max_retries=0, quote_evidence="off"))
+                        generation=replace(kohaku_cfg.generation, max_retries=0, quote_evidence="off",
+                                           true_false_verdict="reply"))
     assert isinstance(naive_cfg.generation, GenerationPart)
     retriever = open_retriever(Lake(args.lake), IndexConfig())
     known = corpus_ids(Lake(args.lake))
     flat = FlatSearcher(*flat_baseline(args.wattbot))
     print(f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
           f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}; "
-          f"kohaku quote_evidence {args.quote_evidence}", flush=True)
+          f"kohaku quote_evidence {args.quote_evidence}, true_false_verdict {args.true_false_verdict}", flush=True)
 
     def one_pass(chat: CachedChat, verbose: bool) -> list[System]:
         naive, single = System("naive BM25", known), System("kohaku m=1", known)
@@ -147,7 +152,8 @@ def main() -> None:
                       f"{naive.seconds[-1]:.0f}s | kohaku={[r.answer.answer_value for r in runs]} "
                       f"{list(runs[0].answer.ref_id)} k={runs[0].k_used} attempts={runs[0].attempts} "
                       f"{single.seconds[-1]:.0f}s (+{sum(r.seconds for r in runs[1:]):.0f}s for runs 1-{len(runs) - 1}) "
-                      f"queries={list(queries[1:])}", flush=True)
+                      f"queries={list(queries[1:])}"
+                      + (f" verdict_logodds={runs[0].verdict_logodds:+.2f}" if is_true_false(q) else ""), flush=True)
                 report(systems, questions, f"after {n} questions")
         return systems
 

@@ -19,16 +19,20 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from kohaku_rag.answer_types import Answer, Question
 from kohaku_rag.config import RetrievalConfig
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
-from kohaku_rag.llm.base import extract_json, loads_json
+from kohaku_rag.errors import BackendError
+from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, extract_json, loads_json
 from kohaku_rag.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.planner import plan_queries
@@ -64,6 +68,8 @@ class Prediction:
     llm_calls: int
     cached_calls: int
     error: str = ""  # set when the LLM failed for good; the answer is then blank
+    # log P(True) - log P(False) of a true/false statement's verdict call (NaN: none made)
+    verdict_logodds: float = math.nan
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
 
     def cited(self) -> list[ContextItem]:
@@ -96,6 +102,7 @@ class Prediction:
             "llm_calls": self.llm_calls,
             "cached_calls": self.cached_calls,
             "error": self.error,
+            "verdict_logodds": self.verdict_logodds,
             "cited_nodes": [i.node_id for i in self.cited()],
         }
 
@@ -120,7 +127,9 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
         supporting_materials=row["supporting_materials"],
     )
     fields = {f.name for f in dataclasses.fields(Prediction)} - {"question_id", "answer", "context"}
-    return Prediction(question_id=row["id"], answer=answer, **{k: row[k] for k in fields})
+    # Rows written before a column existed read back as that field's default.
+    values = {f.name: row.get(f.name, f.default) for f in dataclasses.fields(Prediction) if f.name in fields}
+    return Prediction(question_id=row["id"], answer=answer, **values)
 
 
 # ── prompt and schema ─────────────────────────────────────────────────────
@@ -299,6 +308,70 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
     return normalise_answer(answer, question.answer_unit, known_ref_ids=doc_ids)
 
 
+# ── true/false verdict from probabilities ─────────────────────────────────
+
+VERDICT_SYSTEM = "You check statements against context passages."
+_TRUE_FALSE_PREFIX = re.compile(r"^\s*true\s*(?:or|/)\s*false\s*[:?.\-]*\s*", re.IGNORECASE)
+
+
+def statement_of(question: Question) -> str:
+    """"True or False: X" -> "X"."""
+    return _TRUE_FALSE_PREFIX.sub("", question.question, count=1).strip()
+
+
+def verdict_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart) -> ChatRequest:
+    """One word, True or False, as the reply's first token's probabilities (no sampling)."""
+    user = (f"{format_context(items, gen.snippet_titles)}\n\nStatement: {statement_of(question)}\n"
+            "According to the context, is the statement true or false? Reply with one word: True or False.")
+    return ChatRequest((Message("system", VERDICT_SYSTEM), Message("user", user)),
+                       temperature=0.0, max_tokens=1, top_logprobs=MAX_TOP_LOGPROBS)
+
+
+def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float:
+    """log P(True) - log P(False) over the first token's alternatives ("True", " true", ...
+    pooled). A word missing from the list is at most as likely as the least likely listed
+    one; NaN when neither word is there."""
+    pooled: dict[str, list[float]] = {"true": [], "false": []}
+    for token, logprob in top_logprobs:
+        word = token.strip().lower()
+        if word in pooled:
+            pooled[word].append(logprob)
+    if not any(pooled.values()):
+        return math.nan
+    floor = min(logprob for _, logprob in top_logprobs)
+    true, false = (float(np.logaddexp.reduce(v)) if v else floor for v in pooled.values())
+    return true - false
+
+
+def apply_verdict(answer: Answer, logodds: float, margin: float) -> Answer:
+    """The statement is true when the log-odds reach the margin; an abstention stays one."""
+    if answer.is_blank or math.isnan(logodds):
+        return answer
+    true = logodds >= margin
+    return dataclasses.replace(answer, answer="True" if true else "False", answer_value="1" if true else "0")
+
+
+def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart, runs: Sequence[_Run]) -> None:
+    """Replace each answered run's 1/0 by the probability verdict on the context it read
+    (one call per distinct context, counted on the first run that read it)."""
+    by_context: dict[tuple[str, ...], list[_Run]] = {}
+    for run in runs:
+        if run.answer is not None and not run.answer.is_blank and not run.error:
+            by_context.setdefault(tuple(i.node_id for i in run.items), []).append(run)
+    for group in by_context.values():
+        try:
+            res = chat.complete(verdict_request(question, group[0].items, gen))
+        except BackendError as exc:  # the reply's own verdict stands
+            group[0].error = f"verdict: {exc}"
+            continue
+        _count(group[0], res)
+        logodds = verdict_logodds(res.top_logprobs)
+        for run in group:
+            assert run.answer is not None
+            run.verdict_logodds = logodds
+            run.answer = apply_verdict(run.answer, logodds, gen.true_false_margin)
+
+
 # ── answering ─────────────────────────────────────────────────────────────
 
 
@@ -319,6 +392,7 @@ class _Run:
     answer: Answer | None = None
     items: tuple[ContextItem, ...] = ()
     error: str = ""
+    verdict_logodds: float = math.nan
 
 
 def _ask(chat: ChatModel, question: Question, items: list[ContextItem], gen: GenerationPart,
@@ -385,6 +459,8 @@ def answer_runs(
         pending = [r for r in pending if r.answer is not None and r.answer.is_blank and not r.error]
         if not pending:
             break
+    if is_true_false(question) and cfg.generation.true_false_verdict == "probability":
+        _decide_true_false(chat, question, cfg.generation, runs)
     out = []
     for index, run in enumerate(runs):
         assert run.answer is not None
@@ -392,7 +468,8 @@ def answer_runs(
             question_id=question.id, run=index, seed=run.seed, answer=run.answer, attempts=run.attempts,
             k_used=len(run.items), context_chars=sum(len(i.text) for i in run.items),
             prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens, seconds=run.seconds,
-            llm_calls=run.llm_calls, cached_calls=run.cached_calls, error=run.error, context=run.items,
+            llm_calls=run.llm_calls, cached_calls=run.cached_calls, error=run.error,
+            verdict_logodds=run.verdict_logodds, context=run.items,
         ))
     return out
 

@@ -29,6 +29,7 @@ from kohaku_rag.vote import TIEBREAKS, VOTE_MODES
 
 CONFIG_SUFFIXES = (".toml", ".json")
 QUOTE_EVIDENCE = ("off", "true_false", "all")
+TRUE_FALSE_VERDICTS = ("probability", "reply")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
 ANSWER_FORMAT = 2
@@ -74,6 +75,13 @@ class GenerationPart:
     # The reply first copies one context sentence verbatim (the schema offers the context's
     # sentences): for "true_false" questions only, "all" questions, or "off".
     quote_evidence: str = "true_false"
+    # Who decides a true/false statement: "probability" asks the model once more, for one
+    # word, and calls the statement true only when log P(True) - log P(False) reaches
+    # true_false_margin; "reply" keeps the reply's own 1/0. A 1.5B model's reply calls
+    # almost every statement on the context's topic true; its probabilities still rank the
+    # supported ones higher. The margin was chosen on train_QA's statements.
+    true_false_verdict: str = "probability"
+    true_false_margin: float = 1.5
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -87,6 +95,9 @@ class GenerationPart:
             raise ValueError(f"quote_evidence {self.quote_evidence!r} is not one of {', '.join(QUOTE_EVIDENCE)}")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
+        if self.true_false_verdict not in TRUE_FALSE_VERDICTS:
+            raise ValueError(f"true_false_verdict {self.true_false_verdict!r} is not one of "
+                             f"{', '.join(TRUE_FALSE_VERDICTS)}")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 It answers `POST /v1/chat/completions` by echoing the last user message, and can be
 scripted per request key (the last user message) to misbehave: rate limits with
 Retry-After, 5xx, hangs longer than the client's timeout, malformed JSON content,
-context overflows and a refused response_format. It records every request, and the
-largest number of requests it was serving at once.
+context overflows, a refused response_format and missing logprobs. It records every
+request, and the largest number of requests it was serving at once.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ class Fault:
     delay: float = 0.0  # seconds to sleep before answering
     content: str | None = None  # assistant content to send instead of the echo
     finish_reason: str = "stop"
+    # The first token's alternatives sent when the request asks for logprobs (None: a default
+    # pair); `omit_logprobs` answers without any, like a server that ignores the field.
+    top_logprobs: tuple[tuple[str, float], ...] | None = None
+    omit_logprobs: bool = False
 
 
 def rate_limited(retry_after: str) -> Fault:
@@ -144,12 +148,15 @@ class ChatServer:
                 "context_length_exceeded",
             )
         content = fault.content if fault.content is not None else self._echo(body, messages, key)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content},
+                                  "finish_reason": fault.finish_reason}
+        if body.get("logprobs") and not fault.omit_logprobs:
+            choice["logprobs"] = _logprobs(content, fault.top_logprobs)
         return 200, {
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "model": body.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": fault.finish_reason}],
+            "choices": [choice],
             "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
                       "total_tokens": prompt_words + len(content.split())},
         }
@@ -172,6 +179,20 @@ def text_of(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+DEFAULT_TOP_LOGPROBS: tuple[tuple[str, float], ...] = (("echo", -0.1), ("other", -2.5))
+
+
+def _logprobs(content: str, top: tuple[tuple[str, float], ...] | None) -> dict[str, Any]:
+    """OpenAI's `logprobs` object for a reply, with alternatives for its first token only."""
+    words = content.split()
+    top = DEFAULT_TOP_LOGPROBS if top is None else top
+    alternatives = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top]
+    first = words[0] if words else ""
+    logprob = next((lp for t, lp in top if t == first), top[0][1] if top else 0.0)
+    return {"content": [{"token": first, "logprob": logprob, "bytes": list(first.encode()),
+                         "top_logprobs": alternatives}]}
 
 
 def _error(message: str, code: str | None) -> dict[str, Any]:

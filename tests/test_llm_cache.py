@@ -68,7 +68,7 @@ def test_key_covers_every_reply_shaping_field_and_errors_are_not_cached(tmp_path
     base = ask("x")
     variants = [replace(base, seed=1), replace(base, temperature=0.7), replace(base, max_tokens=9),
                 replace(base, json_schema=None), ChatRequest((Message("user", "y"),), json_schema=SCHEMA),
-                ChatRequest((Message("system", "x"),), json_schema=SCHEMA)]
+                ChatRequest((Message("system", "x"),), json_schema=SCHEMA), replace(base, top_logprobs=5)]
     keys = {request_key("m", base)} | {request_key("m", v) for v in variants} | {request_key("other", base)}
     assert len(keys) == len(variants) + 2
 
@@ -82,3 +82,28 @@ def test_key_covers_every_reply_shaping_field_and_errors_are_not_cached(tmp_path
         assert isinstance(second[0], ChatResult) and not second[0].cached  # the failure was retried
         assert second[1].cached and len(srv.attempts("flaky")) == 2
         assert llm.complete(ask("flaky")).cached
+
+
+def test_first_token_logprobs_are_cached_and_old_caches_are_upgraded(tmp_path: Path) -> None:
+    import apsw
+
+    verdict = ChatRequest((Message("user", "verdict"),), max_tokens=1, top_logprobs=3)
+    old = ask("old")
+    with ChatServer() as srv:
+        model = chat(srv.base_url)
+        # A cache file written before replies carried logprobs: its rows stay readable.
+        db = apsw.Connection(str(tmp_path / "llm.sqlite"))
+        db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, text TEXT NOT NULL, "
+                   "prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, seconds REAL NOT NULL, "
+                   "created REAL NOT NULL)")
+        db.execute("INSERT INTO responses VALUES (?, 'm', '{\"answer\": \"kept\"}', 3, 2, 0.5, 0)",
+                   (request_key(model.model_id, old),))
+        db.close()
+        srv.script("verdict", Fault(content="True", top_logprobs=(("True", -0.2), ("False", -1.8))))
+        llm = CachedChat(model, tmp_path)
+        assert llm.complete(old).text == '{"answer": "kept"}' and llm.complete(old).top_logprobs == ()
+        fresh = llm.complete(verdict)
+        assert fresh.top_logprobs == (("True", -0.2), ("False", -1.8)) and not fresh.cached
+        again = CachedChat(chat(srv.base_url), tmp_path).complete(verdict)
+        assert again.cached and again.top_logprobs == fresh.top_logprobs
+        assert len(srv.attempts("verdict")) == 1 and len(srv.attempts("old")) == 0

@@ -234,3 +234,35 @@ def test_request_is_hashable_and_keeps_the_schema_property_order() -> None:
         ChatRequest(())
     with pytest.raises(ValueError, match="role"):
         Message("robot", "hi")  # type: ignore[arg-type]
+
+
+def test_top_logprobs_are_asked_for_and_returned_most_likely_first() -> None:
+    with ChatServer() as srv:
+        # Scripted out of order: the client must sort them.
+        srv.script("verdict", Fault(content="yes", top_logprobs=(("no", -1.2), ("yes", -0.3), ("maybe", -4.0))))
+        req = ChatRequest((Message("user", "verdict"),), top_logprobs=5)
+        r = client(srv).complete(req)
+        body = srv.attempts("verdict")[0].body
+        assert body["logprobs"] is True and body["top_logprobs"] == 5
+        assert r.text == "yes"
+        assert r.top_logprobs == (("yes", -0.3), ("no", -1.2), ("maybe", -4.0))
+
+
+def test_no_logprobs_are_asked_for_by_default() -> None:
+    with ChatServer() as srv:
+        r = client(srv).complete(ask("plain", schema=None))
+        body = srv.attempts("plain")[0].body
+        assert "logprobs" not in body and "top_logprobs" not in body
+        assert r.top_logprobs == ()
+
+
+def test_server_without_logprobs_is_reported_not_retried() -> None:
+    with ChatServer() as srv:
+        srv.script("nolp", Fault(omit_logprobs=True))
+        req = ChatRequest((Message("user", "nolp"),), top_logprobs=3)
+        with pytest.raises(BackendError) as info:
+            client(srv).complete(req)
+        message = str(info.value)
+        assert "did not return logprobs" in message and "top_logprobs=3" in message
+        assert "test-model" in message and "vLLM" in message
+        assert len(srv.attempts("nolp")) == 1

@@ -100,3 +100,18 @@ def test_make_chat_model_builds_the_cached_bundled_model(tmp_path: Path) -> None
     assert second.cached and second.text == first.text
     assert (tmp_path / "cache" / "llm" / "llm.sqlite").is_file()
     assert llm.model_id == "llama.cpp:qwen"
+
+
+def test_first_token_probabilities_give_a_verdict(llm: LlamaCppChat) -> None:
+    from kohaku_rag.answer import verdict_logodds
+
+    def logodds(statement: str) -> float:
+        req = ChatRequest(user(f"Statement: {statement}\nIs the statement true or false? Reply with one word: "
+                               "True or False."), max_tokens=1, top_logprobs=5)
+        result = llm.complete(req)
+        probs = [lp for _, lp in result.top_logprobs]
+        assert len(probs) == 5 and probs == sorted(probs, reverse=True) and result.text == result.top_logprobs[0][0]
+        return verdict_logodds(result.top_logprobs)
+
+    assert logodds("Paris is the capital of France.") > 1.0
+    assert logodds("Paris is the capital of Germany.") < 0.0

@@ -527,3 +527,47 @@ def test_true_false_replies_quote_a_context_sentence_first():
     assert parse_reply(reply, statement, ["gpu"]).supporting_materials == "The A100 drew 400 W in training."
     with pytest.raises(ValueError, match="quote_evidence"):
         GenerationPart(quote_evidence="sometimes")
+
+
+def test_true_false_verdict_comes_from_the_models_probabilities():
+    import math
+
+    from kohaku_rag.answer import answer_request, answer_runs, apply_verdict, statement_of, verdict_logodds, verdict_request
+    from kohaku_rag.answer_types import Answer
+    from kohaku_rag.qa_config import GenerationPart, QAConfig, RetrievalPart
+    from kohaku_rag.retrieve import ContextItem
+
+    assert statement_of(Question("q", "True or False: The AI Act requires it.", "is_blank")) == "The AI Act requires it."
+    assert statement_of(Question("q", "true/false - GPUs are fast", "is_blank")) == "GPUs are fast"
+    # Spellings of a word pool; a word outside the list counts as likely as the least likely listed.
+    assert verdict_logodds([("True", -1.0), (" true", -1.0), ("False", -2.0)]) == pytest.approx(math.log(2) + 1.0)
+    assert verdict_logodds([("True", -0.1), ("Yes", -3.0)]) == pytest.approx(2.9)
+    assert math.isnan(verdict_logodds([("Yes", -0.1)]))
+    said_true = Answer("True", "1", "is_blank", ("gpu",), "it drew 400 W")
+    assert apply_verdict(said_true, 0.4, margin=1.5).answer_value == "0"
+    assert apply_verdict(said_true, 2.0, margin=1.5) == dataclasses.replace(said_true, answer="True")
+    assert apply_verdict(Answer.blank("is_blank"), 5.0, margin=1.5).is_blank
+
+    item = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
+    statement = Question("q1", "True or False: the A100 drew 300 W.", "is_blank")
+    reply = json.dumps({"evidence": "The A100 drew 400 W in training runs.", "explanation": "it drew",
+                        "answer": "True", "answer_value": "1", "ref_id": ["gpu"], "is_blank": False})
+    with ChatServer() as server:
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
+        for verdict in ("probability", "reply"):
+            gen = GenerationPart(true_false_verdict=verdict)
+            cfg = QAConfig(questions="q.csv", retrieval=RetrievalPart(use_planner=False), generation=gen)
+            answer_key = answer_request(statement, [item], gen, seed=0).messages[-1].content
+            server.script(answer_key, Fault(content=reply), Fault(content=reply))
+            server.script(verdict_request(statement, [item], gen).messages[-1].content,
+                          Fault(content="True", top_logprobs=(("True", -0.6), ("False", -0.8))))
+            runs = answer_runs(statement, [statement.question], _FixedSearcher([item]), chat, cfg, [0, 1])
+            if verdict == "probability":  # log-odds 0.2 < margin 1.5: the statement is false
+                assert [r.answer.answer_value for r in runs] == ["0", "0"]
+                assert [r.verdict_logodds for r in runs] == [pytest.approx(0.2)] * 2
+                assert [r.llm_calls for r in runs] == [2, 1]  # one verdict call for the shared context
+                assert st.prediction_from_row(runs[0].as_row()).verdict_logodds == pytest.approx(0.2)
+            else:
+                assert [r.answer.answer_value for r in runs] == ["1", "1"] and math.isnan(runs[0].verdict_logodds)
+    with pytest.raises(ValueError, match="true_false_verdict"):
+        GenerationPart(true_false_verdict="coin")

@@ -55,6 +55,9 @@ def schema_json(schema: Mapping[str, Any]) -> str:
     return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
 
 
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion to make.
@@ -70,6 +73,9 @@ class ChatRequest:
     max_tokens: int = 512
     seed: int = 0
     json_schema: str | Mapping[str, Any] | None = None
+    # When > 0, the result carries this many most likely first tokens of the reply with
+    # their log-probabilities (ChatResult.top_logprobs): a verdict read as probabilities.
+    top_logprobs: int = 0
 
     def __post_init__(self) -> None:
         messages = tuple(self.messages)
@@ -86,6 +92,9 @@ class ChatRequest:
         object.__setattr__(self, "temperature", float(self.temperature))
         object.__setattr__(self, "max_tokens", int(self.max_tokens))
         object.__setattr__(self, "seed", int(self.seed))
+        if not 0 <= int(self.top_logprobs) <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"top_logprobs must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs}")
+        object.__setattr__(self, "top_logprobs", int(self.top_logprobs))
         schema = self.json_schema
         if schema is not None:
             if isinstance(schema, str):
@@ -116,6 +125,9 @@ class ChatResult:
     completion_tokens: int
     seconds: float
     cached: bool = False
+    # (token text, log-probability) of the reply's first token, most likely first, when
+    # the request asked for top_logprobs.
+    top_logprobs: tuple[tuple[str, float], ...] = ()
 
 
 @runtime_checkable

@@ -10,6 +10,7 @@ process picks it up.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -27,7 +28,8 @@ CREATE TABLE IF NOT EXISTS responses (
     prompt_tokens INTEGER NOT NULL,
     completion_tokens INTEGER NOT NULL,
     seconds REAL NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    top_logprobs TEXT NOT NULL DEFAULT '[]'
 )
 """
 
@@ -42,6 +44,8 @@ def request_key(model_id: str, req: ChatRequest) -> str:
         req.max_tokens,
         req.seed,
         req.json_schema,
+        # Joins the key only when asked for, so the keys of plain requests never change.
+        *([req.top_logprobs] if req.top_logprobs else []),
     ]
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
 
@@ -68,6 +72,9 @@ class CachedChat:
         self._db.set_busy_timeout(30_000)  # another process may be writing
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+        if "top_logprobs" not in columns:  # a cache written before replies carried logprobs
+            self._db.execute("ALTER TABLE responses ADD COLUMN top_logprobs TEXT NOT NULL DEFAULT '[]'")
 
     def __repr__(self) -> str:
         return f"CachedChat({self.inner!r}, {str(self.path)!r})"
@@ -103,16 +110,19 @@ class CachedChat:
 
     def _get(self, key: str) -> ChatResult | None:
         row = self._db.execute(
-            "SELECT text, prompt_tokens, completion_tokens, seconds FROM responses WHERE key = ?", (key,)
+            "SELECT text, prompt_tokens, completion_tokens, seconds, top_logprobs FROM responses WHERE key = ?", (key,)
         ).fetchone()
         if row is None:
             return None
-        text, prompt_tokens, completion_tokens, seconds = row
-        return ChatResult(text, prompt_tokens, completion_tokens, seconds, cached=True)
+        text, prompt_tokens, completion_tokens, seconds, top = row
+        top_logprobs = tuple((str(token), float(logprob)) for token, logprob in json.loads(top))
+        return ChatResult(text, prompt_tokens, completion_tokens, seconds, cached=True, top_logprobs=top_logprobs)
 
     def _put(self, key: str, result: ChatResult) -> None:
         self._db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO responses "
+            "(key, model_id, text, prompt_tokens, completion_tokens, seconds, created, top_logprobs) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (key, self.model_id, result.text, result.prompt_tokens, result.completion_tokens,
-             result.seconds, time.time()),
+             result.seconds, time.time(), json.dumps(list(result.top_logprobs))),
         )

@@ -121,6 +121,8 @@ class LlamaCppChat:
                 prompt_tokens=len(tokens),
                 limit=self.context_window,
             )
+        if req.top_logprobs:
+            return self._first_token(llm, tokens, req.top_logprobs)
         grammar = self._grammar(req.json_schema) if req.json_schema is not None else None
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
@@ -160,6 +162,19 @@ class LlamaCppChat:
             seconds=seconds,
             cached=False,
         )
+
+    def _first_token(self, llm: Any, tokens: list[int], top: int) -> ChatResult:
+        """The reply's `top` most likely first tokens, read from the model's own distribution
+        (no grammar, no sampling): what a verdict's probability is computed from."""
+        started = time.perf_counter()
+        self._prime(llm, tokens)
+        llm.eval(tokens[-1:])
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
+        logprobs = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+        best = np.argsort(-logprobs)[:top]
+        pairs = tuple((llm.detokenize([int(t)]).decode("utf-8", errors="replace"), float(logprobs[t])) for t in best)
+        return ChatResult(text=pairs[0][0], prompt_tokens=len(tokens), completion_tokens=1,
+                          seconds=time.perf_counter() - started, top_logprobs=pairs)
 
     @staticmethod
     def _prime(llm: Any, tokens: list[int]) -> None:

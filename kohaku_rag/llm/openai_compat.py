@@ -196,6 +196,17 @@ class OpenAIChat:
                     )
                 raise Retryable(f"reply is not valid JSON: {text[:200]!r}")
             text = found
+        top: tuple[tuple[str, float], ...] = ()
+        if req.top_logprobs > 0:
+            found_top = _first_token_top_logprobs(choice)
+            if found_top is None:
+                # A server without logprobs support ignores the field: asking again will not help.
+                raise BackendError(
+                    f"{self._where}: the server did not return logprobs for the reply's first token "
+                    f"although top_logprobs={req.top_logprobs} was asked for; use a server and model "
+                    "that support `logprobs` (e.g. OpenAI, vLLM, llama.cpp server)"
+                )
+            top = found_top[: req.top_logprobs]
         usage = data.get("usage") or {}
         return ChatResult(
             text=text,
@@ -203,6 +214,7 @@ class OpenAIChat:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             seconds=seconds,
             cached=False,
+            top_logprobs=top,
         )
 
     # ---- helpers ------------------------------------------------------------------------
@@ -216,6 +228,10 @@ class OpenAIChat:
             "max_tokens": req.max_tokens,
             "seed": req.seed,
         }
+        if req.top_logprobs > 0:
+            # Only when asked: some servers and models refuse the logprobs fields with a 400.
+            payload["logprobs"] = True
+            payload["top_logprobs"] = req.top_logprobs
         schema = req.schema
         if schema is None:
             return payload
@@ -249,6 +265,23 @@ def _content(message: Message) -> Any:
         return message.content
     return [{"type": "text", "text": message.content},
             *({"type": "image_url", "image_url": {"url": url}} for url in message.images)]
+
+
+def _first_token_top_logprobs(choice: dict[str, Any]) -> tuple[tuple[str, float], ...] | None:
+    """The first generated token's alternatives as (token, logprob), most likely first.
+
+    OpenAI's shape: choice["logprobs"]["content"][0]["top_logprobs"] = [{"token", "logprob"}, ...].
+    None when the reply carries none (the server ignored `logprobs`) or in another shape.
+    """
+    try:
+        entries = choice["logprobs"]["content"][0]["top_logprobs"]
+        pairs = [(str(e["token"]), float(e["logprob"])) for e in entries]
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    if not pairs:
+        return None
+    # Servers list them most likely first already; sort anyway, the caller relies on it.
+    return tuple(sorted(pairs, key=lambda pair: pair[1], reverse=True))
 
 
 def _with_schema_instruction(messages: list[dict[str, str]], schema_json: str) -> list[dict[str, str]]:
