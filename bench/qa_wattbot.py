@@ -79,6 +79,10 @@ class System:
                 f"na={r.na:.3f}  s/question={sum(self.seconds) / len(self.seconds):6.1f}")
 
 
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 2)
+
+
 def report(systems: list[System], gold, title: str) -> None:
     print(f"\n== {title}", flush=True)
     for s in systems:
@@ -153,7 +157,7 @@ def main() -> None:
                       f"{list(runs[0].answer.ref_id)} k={runs[0].k_used} attempts={runs[0].attempts} "
                       f"{single.seconds[-1]:.0f}s (+{sum(r.seconds for r in runs[1:]):.0f}s for runs 1-{len(runs) - 1}) "
                       f"queries={list(queries[1:])}"
-                      + (f" verdict_logodds={runs[0].verdict_logodds:+.2f}" if is_true_false(q) else ""), flush=True)
+                      + (f" verdict_logodds={_rounded(runs[0].verdict_logodds)}" if is_true_false(q) else ""), flush=True)
                 report(systems, questions, f"after {n} questions")
         return systems
 

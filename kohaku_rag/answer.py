@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import math
+import logging
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -45,6 +45,7 @@ SYSTEM = (
     "Reply with JSON only."
 )
 MEDIA = ("image", "table")
+log = logging.getLogger(__name__)
 
 
 class Searcher(Protocol):
@@ -68,8 +69,8 @@ class Prediction:
     llm_calls: int
     cached_calls: int
     error: str = ""  # set when the LLM failed for good; the answer is then blank
-    # log P(True) - log P(False) of a true/false statement's verdict call (NaN: none made)
-    verdict_logodds: float = math.nan
+    # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
+    verdict_logodds: float | None = None
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
 
     def cited(self) -> list[ContextItem]:
@@ -327,25 +328,25 @@ def verdict_request(question: Question, items: Sequence[ContextItem], gen: Gener
                        temperature=0.0, max_tokens=1, top_logprobs=MAX_TOP_LOGPROBS)
 
 
-def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float:
+def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:
     """log P(True) - log P(False) over the first token's alternatives ("True", " true", ...
     pooled). A word missing from the list is at most as likely as the least likely listed
-    one; NaN when neither word is there."""
+    one; None when neither word is there."""
     pooled: dict[str, list[float]] = {"true": [], "false": []}
     for token, logprob in top_logprobs:
         word = token.strip().lower()
         if word in pooled:
             pooled[word].append(logprob)
     if not any(pooled.values()):
-        return math.nan
+        return None
     floor = min(logprob for _, logprob in top_logprobs)
     true, false = (float(np.logaddexp.reduce(v)) if v else floor for v in pooled.values())
     return true - false
 
 
-def apply_verdict(answer: Answer, logodds: float, margin: float) -> Answer:
+def apply_verdict(answer: Answer, logodds: float | None, margin: float) -> Answer:
     """The statement is true when the log-odds reach the margin; an abstention stays one."""
-    if answer.is_blank or math.isnan(logodds):
+    if answer.is_blank or logodds is None:
         return answer
     true = logodds >= margin
     return dataclasses.replace(answer, answer="True" if true else "False", answer_value="1" if true else "0")
@@ -362,7 +363,8 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
         try:
             res = chat.complete(verdict_request(question, group[0].items, gen))
         except BackendError as exc:  # the reply's own verdict stands
-            group[0].error = f"verdict: {exc}"
+            log.warning("%s: no probability verdict (%s); the reply's own stands. A server without "
+                        "logprobs needs true_false_verdict = \"reply\"", question.id, exc)
             continue
         _count(group[0], res)
         logodds = verdict_logodds(res.top_logprobs)
@@ -392,7 +394,7 @@ class _Run:
     answer: Answer | None = None
     items: tuple[ContextItem, ...] = ()
     error: str = ""
-    verdict_logodds: float = math.nan
+    verdict_logodds: float | None = None
 
 
 def _ask(chat: ChatModel, question: Question, items: list[ContextItem], gen: GenerationPart,

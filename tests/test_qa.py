@@ -529,7 +529,7 @@ def test_true_false_replies_quote_a_context_sentence_first():
         GenerationPart(quote_evidence="sometimes")
 
 
-def test_true_false_verdict_comes_from_the_models_probabilities():
+def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
     import math
 
     from kohaku_rag.answer import answer_request, answer_runs, apply_verdict, statement_of, verdict_logodds, verdict_request
@@ -542,7 +542,7 @@ def test_true_false_verdict_comes_from_the_models_probabilities():
     # Spellings of a word pool; a word outside the list counts as likely as the least likely listed.
     assert verdict_logodds([("True", -1.0), (" true", -1.0), ("False", -2.0)]) == pytest.approx(math.log(2) + 1.0)
     assert verdict_logodds([("True", -0.1), ("Yes", -3.0)]) == pytest.approx(2.9)
-    assert math.isnan(verdict_logodds([("Yes", -0.1)]))
+    assert verdict_logodds([("Yes", -0.1)]) is None
     said_true = Answer("True", "1", "is_blank", ("gpu",), "it drew 400 W")
     assert apply_verdict(said_true, 0.4, margin=1.5).answer_value == "0"
     assert apply_verdict(said_true, 2.0, margin=1.5) == dataclasses.replace(said_true, answer="True")
@@ -559,8 +559,9 @@ def test_true_false_verdict_comes_from_the_models_probabilities():
             cfg = QAConfig(questions="q.csv", retrieval=RetrievalPart(use_planner=False), generation=gen)
             answer_key = answer_request(statement, [item], gen, seed=0).messages[-1].content
             server.script(answer_key, Fault(content=reply), Fault(content=reply))
-            server.script(verdict_request(statement, [item], gen).messages[-1].content,
-                          Fault(content="True", top_logprobs=(("True", -0.6), ("False", -0.8))))
+            if verdict == "probability":
+                server.script(verdict_request(statement, [item], gen).messages[-1].content,
+                              Fault(content="True", top_logprobs=(("True", -0.6), ("False", -0.8))))
             runs = answer_runs(statement, [statement.question], _FixedSearcher([item]), chat, cfg, [0, 1])
             if verdict == "probability":  # log-odds 0.2 < margin 1.5: the statement is false
                 assert [r.answer.answer_value for r in runs] == ["0", "0"]
@@ -568,6 +569,15 @@ def test_true_false_verdict_comes_from_the_models_probabilities():
                 assert [r.llm_calls for r in runs] == [2, 1]  # one verdict call for the shared context
                 assert st.prediction_from_row(runs[0].as_row()).verdict_logodds == pytest.approx(0.2)
             else:
-                assert [r.answer.answer_value for r in runs] == ["1", "1"] and math.isnan(runs[0].verdict_logodds)
+                assert [r.answer.answer_value for r in runs] == ["1", "1"] and runs[0].verdict_logodds is None
+        # A server that returns no logprobs: the reply's verdict stands, and the log says what to set.
+        gen = GenerationPart()
+        cfg = QAConfig(questions="q.csv", retrieval=RetrievalPart(use_planner=False), generation=gen)
+        server.script(answer_request(statement, [item], gen, seed=0).messages[-1].content, Fault(content=reply))
+        server.script(verdict_request(statement, [item], gen).messages[-1].content, Fault(omit_logprobs=True))
+        with caplog.at_level("WARNING", logger="kohaku_rag.answer"):
+            (run,) = answer_runs(statement, [statement.question], _FixedSearcher([item]), chat, cfg, [0])
+        assert run.answer.answer_value == "1" and run.verdict_logodds is None and not run.error
+        assert 'true_false_verdict = "reply"' in caplog.text
     with pytest.raises(ValueError, match="true_false_verdict"):
         GenerationPart(true_false_verdict="coin")
