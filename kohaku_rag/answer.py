@@ -127,9 +127,9 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
         is_blank=bool(row["is_blank"]),
         supporting_materials=row["supporting_materials"],
     )
-    fields = {f.name for f in dataclasses.fields(Prediction)} - {"question_id", "answer", "context"}
     # Rows written before a column existed read back as that field's default.
-    values = {f.name: row.get(f.name, f.default) for f in dataclasses.fields(Prediction) if f.name in fields}
+    values = {f.name: row.get(f.name, f.default) for f in dataclasses.fields(Prediction)
+              if f.name not in ("question_id", "answer", "context")}
     return Prediction(question_id=row["id"], answer=answer, **values)
 
 

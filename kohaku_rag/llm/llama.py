@@ -170,7 +170,7 @@ class LlamaCppChat:
         self._prime(llm, tokens)
         llm.eval(tokens[-1:])
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
-        logprobs = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+        logprobs = logits - np.logaddexp.reduce(logits)
         best = np.argsort(-logprobs)[:top]
         pairs = tuple((llm.detokenize([int(t)]).decode("utf-8", errors="replace"), float(logprobs[t])) for t in best)
         return ChatResult(text=pairs[0][0], prompt_tokens=len(tokens), completion_tokens=1,
