@@ -16,6 +16,7 @@ is asked again through the response cache and the LLM calls it saved are counted
 
     python bench/qa_wattbot.py --lake LAKE [--limit N] [--skip N] [--runs M] [--work DIR]
                                [--true-false-only] [--quote-evidence off|true_false|all]
+                               [--true-false-verdict probability|reply]
 """
 
 from __future__ import annotations

@@ -9,6 +9,9 @@
   Its properties are decoded in order, explanation before answer; for true/false
   statements (`quote_evidence`) an `evidence` field first copies one context sentence,
   chosen from an enum of the context's sentences, into `supporting_materials`.
+* A true/false statement's verdict comes, by default, from one more one-token call over the
+  same context: log P(True) - log P(False) must reach a margin (a 1.5B model's reply calls
+  nearly every on-topic statement true; its probabilities still separate them).
 * An is_blank reply is asked again with k×2, k×3 ... context units (and budget), up to
   `max_retries` times; a context overflow drops the lowest-ranked snippets and asks again.
 * Ensemble runs share one prompt and differ only by seed, and are sent together so the
