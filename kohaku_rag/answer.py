@@ -170,8 +170,12 @@ def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
     return "\n".join(parts)
 
 
+# "True or False: ..." / "true/false - ...": the statement follows the prefix and its punctuation.
+_TRUE_FALSE_PREFIX = re.compile(r"^\s*true(?: or |/)false[\s:?.\-]*", re.IGNORECASE)
+
+
 def is_true_false(question: Question) -> bool:
-    return question.question.strip().lower().startswith(("true or false", "true/false"))
+    return _TRUE_FALSE_PREFIX.match(question.question) is not None
 
 
 def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True,
@@ -315,7 +319,6 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
 # ── true/false verdict from probabilities ─────────────────────────────────
 
 VERDICT_SYSTEM = "You check statements against context passages."
-_TRUE_FALSE_PREFIX = re.compile(r"^\s*true\s*(?:or|/)\s*false\s*[:?.\-]*\s*", re.IGNORECASE)
 
 
 def statement_of(question: Question) -> str:
