@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pymupdf
 
+from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_index
-from kohaku_assets.settings import KohakuSettings
-from kohaku_rag.captions import OcrCaptioner
-from kohaku_rag.config import RetrievalConfig
-from kohaku_rag.figures import find_figures
+from kohaku_rag.indexing.captions import OcrCaptioner
 from kohaku_rag.parse.pdf import parse_pdf
-from kohaku_rag.search import open_retriever
+from kohaku_rag.parse.pdf_figures import find_figures
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from kohaku_rag.retrieval.retriever import open_retriever
 from kohaku_rag.tree import Attachment
 
 REPO = Path(__file__).resolve().parent.parent

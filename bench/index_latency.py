@@ -23,8 +23,8 @@ from rank_bm25 import BM25Okapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a checkout, uninstalled
 
-from kohaku_rag.index.bm25 import BM25Index  # noqa: E402
-from kohaku_rag.index.vectors import DocumentUpsert, VectorStore  # noqa: E402
+from kohaku_rag.stores.bm25 import BM25Index  # noqa: E402
+from kohaku_rag.stores.vectors import DocumentUpsert, VectorStore  # noqa: E402
 from kohaku_rag.tree import Node, NodeKind  # noqa: E402
 
 SENTENCES_PER_DOC = 1500

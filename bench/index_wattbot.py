@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import resource
 import shutil
 import subprocess
@@ -25,13 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from retrieval_eval import evaluate, load_gold  # noqa: E402
 
+from kohaku_assets.resources import KohakuSettings  # noqa: E402
 from kohaku_assets.runner import run_index  # noqa: E402
-from kohaku_assets.settings import KohakuSettings  # noqa: E402
-from kohaku_rag.config import RetrievalConfig  # noqa: E402
-from kohaku_rag.index.bm25 import BM25Index, flat_chunks, tokenize  # noqa: E402
 from kohaku_rag.parse.payload import IMAGE_PLACEHOLDER  # noqa: E402
-from kohaku_rag.retrieve import ContextItem  # noqa: E402
-from kohaku_rag.search import open_retriever  # noqa: E402
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
+from kohaku_rag.retrieval.retriever import (
+    ContextItem,  # noqa: E402
+    open_retriever,  # noqa: E402
+)
+from kohaku_rag.stores.bm25 import BM25Index, flat_chunks, tokenize  # noqa: E402
 
 BUDGETS = (4000, 8000)
 REPO = Path(__file__).resolve().parent.parent

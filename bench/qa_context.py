@@ -26,15 +26,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from index_wattbot import flat_baseline  # noqa: E402
 from retrieval_eval import doc_ranking, evidence_found, load_gold  # noqa: E402
 
-from kohaku_rag.answer_types import Question, load_questions  # noqa: E402
-from kohaku_rag.config import IndexConfig, RetrievalConfig  # noqa: E402
+from kohaku_rag.answering.planner import plan_queries  # noqa: E402
+from kohaku_rag.evaluation.records import Question  # noqa: E402
+from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
+from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
-from kohaku_rag.planner import plan_queries  # noqa: E402
-from kohaku_rag.retrieve import ContextItem, pack  # noqa: E402
-from kohaku_rag.search import open_retriever  # noqa: E402
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
+from kohaku_rag.retrieval.retriever import (  # noqa: E402
+    ContextItem,
+    open_retriever,  # noqa: E402
+    pack,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -33,20 +33,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from index_wattbot import flat_baseline  # noqa: E402
 
-from kohaku_rag.answer import answer_runs, is_true_false, plan_for  # noqa: E402
-from kohaku_rag.answer_types import Answer, load_questions  # noqa: E402
-from kohaku_rag.config import IndexConfig, RetrievalConfig  # noqa: E402
-from kohaku_rag.index.bm25 import BM25Index  # noqa: E402
+from kohaku_rag.answering.answer import answer_runs, is_true_false, plan_for  # noqa: E402
+from kohaku_rag.answering.qa_config import QUOTE_EVIDENCE, TRUE_FALSE_VERDICTS, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
+from kohaku_rag.answering.store import corpus_ids  # noqa: E402
+from kohaku_rag.evaluation.records import Answer  # noqa: E402
+from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
+from kohaku_rag.evaluation.vote import vote  # noqa: E402
+from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
+from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
-from kohaku_rag.qa_store import corpus_ids  # noqa: E402
-from kohaku_rag.qa_config import QUOTE_EVIDENCE, TRUE_FALSE_VERDICTS, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
-from kohaku_rag.retrieve import ContextItem, pack  # noqa: E402
-from kohaku_rag.score import score_predictions  # noqa: E402
-from kohaku_rag.search import open_retriever  # noqa: E402
-from kohaku_rag.vote import vote  # noqa: E402
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
+from kohaku_rag.retrieval.retriever import (  # noqa: E402
+    ContextItem,
+    open_retriever,  # noqa: E402
+    pack,
+)
+from kohaku_rag.stores.bm25 import BM25Index  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku_rag.retrieve import ContextItem, pack
+from kohaku_rag.retrieval.retriever import ContextItem, pack
 
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{12,})[\"“”']")
 _LOCATOR = re.compile(r"^\s*(table|figure|fig\.?|section)\s*[\w.]+(\s*(and|,)\s*(table|figure)?\s*[\w.]+)*\s*$", re.I)

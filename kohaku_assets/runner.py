@@ -1,40 +1,56 @@
-"""Run the indexing assets through Dagster on the lake's persistent instance.
+"""In-process runs of the assets on the lake's persistent Dagster instance (the CLI, tests).
 
-`kohaku index` uses this directly (runs execute in-process, one run per changed
-document so one broken file fails only its own run); the sensor and schedule in
-`definitions` use `plan_index` to request the same runs from the daemon.
+`kohaku index` runs one run per changed document (so one broken file fails only its own
+run), then the index assembly; `kohaku eval` runs a config's partition, or an ensemble
+spec's. They are the same assets the UI, sensors and schedule launch, so every run shows
+in `kohaku ui`.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from dagster import DagsterEventType, DagsterInstance, ExecuteInProcessResult, materialize
+from dagster import (
+    AssetsDefinition,
+    DagsterEventType,
+    DagsterInstance,
+    ExecuteInProcessResult,
+    materialize,
+)
 
-from kohaku_assets.assets import INDEXES, PER_DOCUMENT
-from kohaku_assets.partitions import documents
-from kohaku_assets.settings import KohakuSettings
-from kohaku_rag import indexing as ix
-from kohaku_rag.corpus import scan_corpus
-from kohaku_rag.search import open_vector_store
+from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, QA_ASSETS, cross_ensemble, leaderboard
+from kohaku_assets.partitions import configs, documents, ensemble_specs
+from kohaku_assets.resources import KohakuSettings
+from kohaku_rag.answering import store as st
+from kohaku_rag.answering.config_folder import config_of, spec_of
+from kohaku_rag.embed.base import Embedder
+from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.corpus import scan_corpus
+from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
+from kohaku_rag.lake import Lake
+from kohaku_rag.models import ModelPool
+from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.tree import NodeKind
-
 
 # The CLI prints its own progress; Dagster's per-event DEBUG lines would drown it.
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The models loaded by this process's runs, unless a caller brings its own pool.
+PROCESS_MODELS = ModelPool()
 
 
 def instance_for(lake_root: Path) -> DagsterInstance:
     """The lake's own persistent Dagster instance, so `kohaku ui` shows these runs."""
-    home = lake_root / ".dagster"
+    home = Lake(Path(lake_root)).dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
+    # Dagster's own code (and `kohaku ui`) read the instance from DAGSTER_HOME.
     os.environ["DAGSTER_HOME"] = str(home)
     return DagsterInstance.from_config(str(home))
 
@@ -46,6 +62,42 @@ def failure_message(result: ExecuteInProcessResult) -> str:
             cause = error.cause if error is not None and error.cause is not None else error
             return f"{event.step_key}: {cause.message.strip() if cause else 'failed'}"
     return "run failed"
+
+
+def materialization_metadata(result: ExecuteInProcessResult) -> dict[str, dict[str, object]]:
+    """asset name -> the metadata of its materialization in `result`."""
+    out: dict[str, dict[str, object]] = {}
+    for event in result.get_asset_materialization_events():
+        mat = event.event_specific_data.materialization  # type: ignore[union-attr]
+        out[mat.asset_key.to_user_string()] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+def resources_for(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) -> dict[str, Any]:
+    """The resources a run (or a sensor evaluated in-process) gets."""
+    return {"settings": settings, "models": models}
+
+
+def embedder_for(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) -> Embedder:
+    """The embedder of the lake's index settings."""
+    return models.embedder(settings.index_config().embedder, settings.lake)
+
+
+def _run(settings: KohakuSettings, models: ModelPool, assets: Sequence[AssetsDefinition],
+         selection: Sequence[AssetsDefinition], partition_key: str | None = None) -> ExecuteInProcessResult:
+    return materialize(list(assets), selection=list(selection), partition_key=partition_key,
+                       instance=instance_for(settings.lake.root), resources=resources_for(settings, models),
+                       raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
+
+
+def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str]) -> None:
+    instance = instance_for(settings.lake.root)
+    new = [k for k in keys if not instance.has_dynamic_partition(partitions_name, k)]
+    if new:
+        instance.add_dynamic_partitions(partitions_name, new)
+
+
+# ── indexing ──────────────────────────────────────────────────────────────
 
 
 @dataclass
@@ -72,19 +124,22 @@ class IndexReport:
         }
 
 
-def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = print) -> IndexReport:
+def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = print,
+              models: ModelPool = PROCESS_MODELS) -> IndexReport:
+    """Index what changed in the corpus. Index settings given by file become the lake's
+    settings (what changed recomputes); without one, the lake's recorded settings hold."""
     started = time.perf_counter()
     lake = settings.lake
+    requested, _ = settings.requested_index_config()
+    cfg = requested or recorded_index_config(lake) or IndexConfig()
+    record_index_config(lake, cfg)
     instance = instance_for(lake.root)
     scan = scan_corpus(settings.corpus, lake.sources_dir)
     for name, why in scan.skipped.items():
         progress(f"skipping {name}: {why}")
     registered = set(instance.get_dynamic_partitions(documents.name))
-    plan = ix.plan_index(scan, lake, settings.index_config(), registered)
-    wanted = sorted(set(scan.documents) | set(scan.missing))
-    new = [d for d in wanted if d not in registered]
-    if new:
-        instance.add_dynamic_partitions(documents.name, new)
+    plan = ix.plan_index(scan, lake, cfg, registered)
+    _register(settings, documents.name, sorted(set(scan.documents) | set(scan.missing)))
     for doc_id in plan.remove:
         if doc_id in registered:
             instance.delete_dynamic_partition(documents.name, doc_id)
@@ -93,12 +148,10 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
     # Listed in metadata.csv with a URL but absent locally: the source asset fetches them.
     build = sorted(set(plan.build) | set(plan.fetch))
     report = IndexReport(skipped=plan.unchanged, removed=plan.remove)
-    resources = {"settings": settings}
     every = [*PER_DOCUMENT, *INDEXES]
     for n, doc_id in enumerate(build, start=1):
         t0 = time.perf_counter()
-        result = materialize(every, selection=PER_DOCUMENT, partition_key=doc_id, instance=instance,
-                             resources=resources, raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
+        result = _run(settings, models, every, PER_DOCUMENT, doc_id)
         if result.success:
             report.recomputed.append(doc_id)
             progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
@@ -106,18 +159,62 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
             report.failed[doc_id] = failure_message(result)
             progress(f"[{n}/{len(build)}] FAILED {doc_id}: {report.failed[doc_id]}")
     if build or plan.remove or not lake.vectors_path.exists() or not lake.bm25_path.exists():
-        result = materialize(every, selection=INDEXES, instance=instance, resources=resources,
-                             raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
+        result = _run(settings, models, every, INDEXES)
         if not result.success:
             raise RuntimeError(f"index assembly failed: {failure_message(result)}")
     report.documents = len(plan.unchanged) + len(report.recomputed)
-    report.nodes = node_counts(settings)
+    report.nodes = node_counts(settings, models)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def node_counts(settings: KohakuSettings) -> dict[str, int]:
-    if not settings.lake.vectors_path.exists():
+def node_counts(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) -> dict[str, int]:
+    lake = settings.lake
+    if not lake.vectors_path.exists():
         return {}
-    with open_vector_store(settings.lake, settings.embedder()) as store:
+    with open_vector_store(lake, embedder_for(settings, models)) as store:
         return {str(kind): store.count(kind) for kind in NodeKind}
+
+
+# ── answering ─────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class QAReport:
+    config: str
+    keys: st.QAKeys
+    metadata: dict[str, dict[str, object]]  # asset name -> its materialization metadata
+    seconds: float
+
+
+def _leaderboard(settings: KohakuSettings, models: ModelPool) -> None:
+    board = _run(settings, models, [*QA_ASSETS, cross_ensemble], [leaderboard])
+    if not board.success:
+        raise RuntimeError(f"leaderboard: {failure_message(board)}")
+
+
+def run_config(settings: KohakuSettings, name: str, *, leaderboard_too: bool = True,
+               models: ModelPool = PROCESS_MODELS) -> QAReport:
+    """Materialize one config's partition (what is stored is reused) and the leaderboard."""
+    started = time.perf_counter()
+    cfg = config_of(settings.lake, name)
+    _register(settings, str(configs.name), [name])
+    result = _run(settings, models, QA_ASSETS, PER_CONFIG, name)
+    if not result.success:
+        raise RuntimeError(f"config {name}: {failure_message(result)}")
+    if leaderboard_too:
+        _leaderboard(settings, models)
+    return QAReport(name, st.keys_for(settings.lake, cfg), materialization_metadata(result),
+                    time.perf_counter() - started)
+
+
+def run_ensemble(settings: KohakuSettings, name: str, *, models: ModelPool = PROCESS_MODELS) -> dict[str, Any]:
+    """Materialize one spec's partition (its members must be stored) and the leaderboard;
+    returns the cross_ensemble materialization metadata."""
+    spec_of(settings.lake, name)  # a clear error for a missing or broken spec, before Dagster
+    _register(settings, str(ensemble_specs.name), [name])
+    result = _run(settings, models, [*QA_ASSETS, cross_ensemble], [cross_ensemble], name)
+    if not result.success:
+        raise RuntimeError(f"ensemble {name}: {failure_message(result)}")
+    _leaderboard(settings, models)
+    return materialization_metadata(result)["cross_ensemble"]

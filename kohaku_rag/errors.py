@@ -20,3 +20,8 @@ class DocumentError(KohakuError):
 
 class BackendError(KohakuError):
     """A model backend (embedding, LLM, captioner) failed after its retries."""
+
+
+class MissingPredictions(KohakuError):
+    """An ensemble member has nothing stored to vote with; the message gives the command
+    that computes it."""

@@ -104,5 +104,10 @@ class Lake:
         return self.root / "sources"
 
     @property
+    def index_config_path(self) -> Path:
+        """The index settings the lake was built with (written by indexing, read by everyone)."""
+        return self.root / "index_config.json"
+
+    @property
     def dagster_home(self) -> Path:
         return self.root / ".dagster"

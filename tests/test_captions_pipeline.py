@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey
 
-from kohaku_assets.runner import instance_for, run_index
-from kohaku_assets.settings import KohakuSettings
+from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.runner import embedder_for, instance_for, run_index
+from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.samples import write_sample_corpus
-from kohaku_rag.search import open_vector_store
 
 DOC = "sample_gpu_energy"
 
@@ -47,7 +47,7 @@ def test_captioner_change_reuses_the_tree_and_cache_hits(sample_pdf, tmp_path, m
     caption = rows[0]["caption"]
     assert caption.startswith("Figure 1: GPU board energy") and "Text in figure:" in caption
     assert any(ch.isdigit() for ch in caption.split("Text in figure:")[1])  # bar values were read
-    with open_vector_store(ocr.lake, ocr.embedder()) as store:
+    with open_vector_store(ocr.lake, embedder_for(ocr)) as store:
         node = store.get_nodes([rows[0]["node_id"]])[rows[0]["node_id"]]
     assert str(node.attachment) == "image" and "Text in figure:" in node.text
     assert _latest_meta(ocr, "captions")["cache_hits"].value == 0

@@ -12,11 +12,11 @@ import numpy as np
 import pymupdf
 import pytest
 from PIL import Image
+from shared_data import PDFS
 from vision_server import Reply, VisionServer, describe
 
-from shared_data import PDFS
-
-from kohaku_rag.captions import (
+from kohaku_rag.errors import BackendError, DocumentError
+from kohaku_rag.indexing.captions import (
     CaptionCache,
     Captioner,
     OcrCaptioner,
@@ -25,9 +25,8 @@ from kohaku_rag.captions import (
     caption_cached,
     caption_many_cached,
 )
-from kohaku_rag.errors import BackendError, DocumentError
-from kohaku_rag.figures import FigureCandidate, find_figures, store_figure
 from kohaku_rag.lake import Lake
+from kohaku_rag.parse.pdf_figures import FigureCandidate, find_figures, store_figure
 from kohaku_rag.tree import media_hash
 
 RESNET = PDFS / "he2015_resnet_1512.03385.pdf"

@@ -14,18 +14,10 @@ import pytest
 import sqlite_vec
 from rank_bm25 import BM25Okapi
 
-from kohaku_rag.index.bm25 import BM25Index, build, flat_chunks, paragraph_rows, tokenize
-from kohaku_rag.index.vectors import DocumentUpsert, IndexMismatchError, VectorStore
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.tree import (
-    Node,
-    NodeKind,
-    ParsedDocument,
-    ParsedParagraph,
-    ParsedSection,
-    build_tree,
-    nodes_to_table,
-)
+from kohaku_rag.stores.bm25 import BM25Index, build, flat_chunks, paragraph_rows, tokenize
+from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore
+from kohaku_rag.tree import Node, NodeKind, ParsedDocument, ParsedParagraph, ParsedSection, build_tree, nodes_to_table
 
 DIM = 24
 REPO = Path(__file__).resolve().parents[1]
@@ -237,7 +229,7 @@ def test_killed_process_mid_transaction_leaves_previous_state(corpus):
         f"""
         import os, numpy as np
         from pathlib import Path
-        from kohaku_rag.index.vectors import DocumentUpsert, VectorStore
+        from kohaku_rag.stores.vectors import DocumentUpsert, VectorStore
         from tests.test_index import synthetic_doc, random_vectors
         store = VectorStore(Path({str(store.path)!r}), {DIM})
         # A tiny page cache makes SQLite spill uncommitted pages to disk before the kill.

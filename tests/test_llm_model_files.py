@@ -8,12 +8,7 @@ from pathlib import Path
 import pytest
 
 from kohaku_rag.errors import BackendError
-from kohaku_rag.llm.model_files import (
-    BUNDLED_SIZE,
-    join_parts,
-    locate_parts,
-    part_packages,
-)
+from kohaku_rag.llm.model_files import BUNDLED_SIZE, join_parts, locate_parts, part_packages
 
 
 def test_every_part_package_is_installed_and_adds_up_to_the_model() -> None:

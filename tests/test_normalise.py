@@ -8,11 +8,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
 from shared_data import WATTBOT
 
-from kohaku_rag.answer_types import BLANK_TEXT, Answer, load_questions
-from kohaku_rag.normalise import (
+from kohaku_rag.evaluation.normalise import (
     canon_text,
     canonical_value,
     expand_stated_magnitude,
@@ -22,6 +20,8 @@ from kohaku_rag.normalise import (
     parse_value,
     resolve_ref_ids,
 )
+from kohaku_rag.evaluation.records import BLANK_TEXT, Answer
+from kohaku_rag.evaluation.wattbot_csv import load_questions
 
 KNOWN_IDS = [line.split(",")[0] for line in (WATTBOT / "metadata.csv").read_text().splitlines()[1:]]
 

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from shared_data import PDFS
 
 from kohaku_rag.errors import DocumentError

@@ -7,10 +7,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.runner import instance_for, run_index
-from kohaku_assets.settings import KohakuSettings
-from kohaku_rag.index.bm25 import BM25Index
-from kohaku_rag.search import open_vector_store
+from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.runner import embedder_for, instance_for, resources_for, run_index
+from kohaku_rag.retrieval.retriever import open_vector_store
+from kohaku_rag.stores.bm25 import BM25Index
 
 DOCS = {
     "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
@@ -39,7 +39,7 @@ def quiet(_msg):
 
 
 def _store_docs(settings):
-    with open_vector_store(settings.lake, settings.embedder()) as store:
+    with open_vector_store(settings.lake, embedder_for(settings)) as store:
         return store.document_versions()
 
 
@@ -56,7 +56,7 @@ def test_add_change_delete_and_skip(env):
     (corpus / "water.md").write_text(DOCS["water"] + "\nA new paragraph about drought risk in Arizona.\n")
     changed = run_index(settings, progress=quiet)
     assert changed.recomputed == ["water"] and sorted(changed.skipped) == ["carbon", "gpu"]
-    with open_vector_store(settings.lake, settings.embedder()) as store:
+    with open_vector_store(settings.lake, embedder_for(settings)) as store:
         texts = [n.text for n in store.get_nodes([f"water:sec1:p{i}" for i in range(1, 5)]).values()]
     assert any("drought" in t for t in texts)
     # BM25 is rebuilt from cached tokens; only the changed document was tokenized again,
@@ -68,7 +68,7 @@ def test_add_change_delete_and_skip(env):
     stored = BM25Index.load(settings.lake.bm25_path)
     for cache in (settings.lake.cache_dir / "bm25_tokens").glob("*.parquet"):
         cache.unlink()
-    from kohaku_rag.indexing import assemble_bm25
+    from kohaku_rag.indexing.assembly import assemble_bm25
 
     assert sorted(assemble_bm25(settings.lake, ["carbon", "gpu", "water"]).tokenized) == ["carbon", "gpu", "water"]
     fresh = BM25Index.load(settings.lake.bm25_path)
@@ -142,12 +142,11 @@ def test_sensor_registers_new_documents(env, monkeypatch):
     settings, corpus = env
     from dagster import build_sensor_context
 
-    import kohaku_assets.definitions as defs_module
+    from kohaku_assets.sensors import corpus_sensor
 
-    monkeypatch.setattr(defs_module, "settings", settings)
     (corpus / "metadata.csv").write_text("id,title,url\nremote,Remote,http://127.0.0.1:9/remote.pdf\n")
     instance = instance_for(settings.lake.root)
-    result = defs_module.corpus_sensor(build_sensor_context(instance=instance))
+    result = corpus_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
     added = [r for r in result.dynamic_partitions_requests if type(r).__name__ == "AddDynamicPartitionsRequest"]
     # a document listed only by URL is registered and requested too (its source step downloads it)
     assert sorted(added[0].partition_keys) == ["carbon", "gpu", "remote", "water"]

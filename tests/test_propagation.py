@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from kohaku_rag.indexing.propagate import combine, propagate
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.propagate import combine, propagate
 from kohaku_rag.tree import NodeKind, ParsedDocument, ParsedParagraph, ParsedSection, build_tree
 
 

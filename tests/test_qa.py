@@ -13,17 +13,17 @@ import pytest
 from chat_server import ChatServer, Fault
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.cross_ensembles import ensemble_specs_sensor, run_ensemble
-from kohaku_assets.qa import configs_sensor, run_config
-from kohaku_assets.runner import instance_for, run_index
-from kohaku_assets.settings import KohakuSettings
-from kohaku_rag import qa_store as st
-from kohaku_rag.answer import answer_question, parse_reply
-from kohaku_rag.answer_types import Question, load_questions
+from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble, run_index
+from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
+from kohaku_rag.answering import store as st
+from kohaku_rag.answering.answer import answer_question, parse_reply
+from kohaku_rag.answering.planner import parse_plan, plan_queries
+from kohaku_rag.answering.qa_config import load_qa_config
+from kohaku_rag.evaluation.records import Question
+from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
-from kohaku_rag.planner import parse_plan, plan_queries
-from kohaku_rag.qa_config import load_qa_config
-from kohaku_rag.search import open_retriever
+from kohaku_rag.retrieval.retriever import open_retriever
 
 DOCS = {
     "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
@@ -141,7 +141,7 @@ def test_new_config_is_the_only_one_computed(env):
 
     cfg_a = write_config(settings, "a", server, questions)
     instance = instance_for(settings.lake.root)
-    first = configs_sensor(build_sensor_context(instance=instance))
+    first = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
     assert [r.partition_key for r in first.run_requests] == ["a"]
     assert first.dynamic_partitions_requests[0].partition_keys == ["a"]
     report = run_config(settings, "a")
@@ -155,7 +155,7 @@ def test_new_config_is_the_only_one_computed(env):
     assert server.kinds() == {"planner": 3, "answer": 6}  # 3 questions; 2 runs each
 
     cfg_b = write_config(settings, "b", server, questions, retrieval={"top_k_final": 2})
-    second = configs_sensor(build_sensor_context(instance=instance, cursor=first.cursor))
+    second = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance, cursor=first.cursor))
     assert [r.partition_key for r in second.run_requests] == ["b"]
     assert second.dynamic_partitions_requests[0].partition_keys == ["b"]
     report_b = run_config(settings, "b")
@@ -168,7 +168,7 @@ def test_new_config_is_the_only_one_computed(env):
     board = duckdb.sql(f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config").fetchall()
     assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
     (settings.lake.root / "configs" / "b.json").unlink()
-    third = configs_sensor(build_sensor_context(instance=instance, cursor=second.cursor))
+    third = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance, cursor=second.cursor))
     deleted = [r for r in third.dynamic_partitions_requests if type(r).__name__ == "DeleteDynamicPartitionsRequest"]
     assert deleted[0].partition_keys == ["b"] and not third.run_requests
 
@@ -318,7 +318,7 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
     folder.mkdir()
     (folder / "runs.toml").write_text('configs = ["good", "hot"]\n')
     (folder / "heads.toml").write_text('configs = ["good", "hot"]\npool = "ensembles"\n')
-    sensed = ensemble_specs_sensor(build_sensor_context(instance=instance_for(settings.lake.root)))
+    sensed = ensemble_specs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance_for(settings.lake.root)))
     assert sorted(r.partition_key for r in sensed.run_requests) == ["heads", "runs"]
 
     pooled = run_ensemble(settings, "runs")  # 2 right runs against 3 wrong ones: the wrong answer wins
@@ -342,7 +342,7 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
 
 
 def test_ensemble_spec_files_are_checked(tmp_path):
-    from kohaku_rag.ensemble_spec import load_ensemble_spec
+    from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 
     bad = {"one.toml": 'configs = ["a"]', "twice.toml": 'configs = ["a", "a"]', "mode.toml": 'configs = ["a", "b"]\nmode = "x"',
            "key.toml": 'configs = ["a", "b"]\nrunz = 3', "pool.toml": 'configs = ["a", "b"]\npool = "all"'}
@@ -384,7 +384,8 @@ def test_context_overflow_shrinks_the_context(env):
 
 
 def test_config_files_and_part_hashes(tmp_path):
-    from kohaku_rag.qa_config import QAConfig, config_files, dump_toml, load_configs
+    from kohaku_rag.answering.config_folder import config_files, load_configs
+    from kohaku_rag.answering.qa_config import QAConfig, dump_toml
 
     (tmp_path / "base.toml").write_text(dump_toml(QAConfig(questions="q.csv")))
     (tmp_path / "hot.toml").write_text(dump_toml(QAConfig(questions="q.csv")).replace("temperature = 0.3", "temperature = 0.8"))
@@ -415,8 +416,8 @@ def test_config_files_and_part_hashes(tmp_path):
 def test_snippets_can_be_headed_by_document_and_section(env):
     import dataclasses
 
-    from kohaku_rag.answer import build_messages
-    from kohaku_rag.retrieve import ContextItem, section_heading
+    from kohaku_rag.answering.answer import build_messages
+    from kohaku_rag.retrieval.retriever import ContextItem, section_heading
     from kohaku_rag.tree import Node, NodeKind
 
     settings, _server, _questions = env
@@ -436,7 +437,7 @@ def test_snippets_can_be_headed_by_document_and_section(env):
 
 
 def load_qa_config_defaults():
-    from kohaku_rag.qa_config import QAConfig
+    from kohaku_rag.answering.qa_config import QAConfig
 
     return QAConfig(questions="unused.csv")
 
@@ -444,7 +445,7 @@ def load_qa_config_defaults():
 def test_evidence_sentences_are_marked_in_the_prompt(env):
     import dataclasses
 
-    from kohaku_rag.answer import build_messages
+    from kohaku_rag.answering.answer import build_messages
 
     settings, _server, _questions = env
     retriever = open_retriever(settings.lake, settings.index_config())
@@ -473,7 +474,7 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
 
     from PIL import Image
 
-    from kohaku_rag.retrieve import ContextItem
+    from kohaku_rag.retrieval.retriever import ContextItem
 
     settings, server, questions = env
     cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False},
@@ -497,16 +498,16 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
     assert "Referenced media" in content[0]["text"]
 
     with pytest.raises(ValueError, match="bundled model reads text only"):
-        from kohaku_rag.qa_config import GenerationPart
+        from kohaku_rag.answering.qa_config import GenerationPart
         GenerationPart(img_k=2)
 
 
 def test_true_false_replies_quote_a_context_sentence_first():
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from kohaku_rag.answer import answer_request, evidence_sentences
-    from kohaku_rag.qa_config import GenerationPart
-    from kohaku_rag.retrieve import ContextItem
+    from kohaku_rag.answering.answer import answer_request, evidence_sentences
+    from kohaku_rag.answering.qa_config import GenerationPart
+    from kohaku_rag.retrieval.retriever import ContextItem
 
     text = 'The report says "no reporting of inference energy" is required. Short one. The A100 drew 400 W in training.'
     items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
@@ -532,10 +533,17 @@ def test_true_false_replies_quote_a_context_sentence_first():
 def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
     import math
 
-    from kohaku_rag.answer import answer_request, answer_runs, apply_verdict, statement_of, verdict_logodds, verdict_request
-    from kohaku_rag.answer_types import Answer
-    from kohaku_rag.qa_config import GenerationPart, QAConfig, RetrievalPart
-    from kohaku_rag.retrieve import ContextItem
+    from kohaku_rag.answering.answer import (
+        answer_request,
+        answer_runs,
+        apply_verdict,
+        statement_of,
+        verdict_logodds,
+        verdict_request,
+    )
+    from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
+    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.retrieval.retriever import ContextItem
 
     assert statement_of(Question("q", "True or False: The AI Act requires it.", "is_blank")) == "The AI Act requires it."
     assert statement_of(Question("q", "true/false - GPUs are fast", "is_blank")) == "GPUs are fast"

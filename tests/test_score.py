@@ -10,16 +10,14 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
 from shared_data import WATTBOT
 
-from kohaku_rag.answer_types import BLANK_TEXT, Answer, Question, load_questions
-from kohaku_rag.score import (
-    ERROR_TYPES,
+from kohaku_rag.evaluation.records import BLANK_TEXT, Answer, Question
+from kohaku_rag.evaluation.score import ERROR_TYPES, score_predictions, score_question
+from kohaku_rag.evaluation.wattbot_csv import (
     format_ref_list,
+    load_questions,
     load_ref_urls,
-    score_predictions,
-    score_question,
     to_submission_rows,
     write_submission_csv,
 )

@@ -10,13 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kohaku_rag.llm.base import (
-    ChatModel,
-    ChatRequest,
-    ChatResult,
-    ContextOverflowError,
-    Message,
-)
+from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.cache import CachedChat
 from kohaku_rag.llm.model_files import BUNDLED_MODEL, ensure_bundled_model
 

@@ -20,14 +20,7 @@ from typing import Any, Literal, TypeVar
 import httpx
 
 from kohaku_rag.errors import BackendError
-from kohaku_rag.http_retry import (
-    Retryable,
-    RetryPolicy,
-    normalise_base_url,
-    raise_if_retryable,
-    read_api_key,
-    redact,
-)
+from kohaku_rag.http_retry import Retryable, RetryPolicy, normalise_base_url, raise_if_retryable, read_api_key, redact
 from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, extract_json
 

@@ -6,7 +6,7 @@ numbered ("3", "3.2", "A.1") or large and bold, or a known name ("References"). 
 before the first heading (title, authors, abstract) forms the first section.
 
 Per page, running headers/footers and page numbers are removed, tables
-(`find_tables`) and figures (`kohaku_rag.figures.find_figures`) become their own
+(`find_tables`) and figures (`pdf_figures.find_figures`) become their own
 paragraphs with their captions, and the remaining lines are read column by column.
 Paragraphs break at a vertical gap larger than the line pitch, at a first-line indent
 and at a change of font size. Slide decks get one section per slide instead.
@@ -24,6 +24,7 @@ from pathlib import Path
 import pymupdf
 
 from kohaku_rag.errors import DocumentError
+from kohaku_rag.parse.pdf_figures import FigureCandidate, find_figures
 from kohaku_rag.parse.pdf_layout import (
     Line,
     Placed,
@@ -176,15 +177,8 @@ def _is_slide_deck(pages: Sequence[_Page]) -> bool:
 # ---------------------------------------------------------------- floats: tables and figures
 
 
-def _find_figures(page: pymupdf.Page, tables: Sequence[BBox]) -> list:
-    """Figures from `kohaku_rag.figures` (written separately); no module, no figures.
-    A region that is one of the page's tables stays a table."""
-    try:
-        from kohaku_rag.figures import find_figures
-    except ModuleNotFoundError as exc:
-        if exc.name != "kohaku_rag.figures":
-            raise
-        return []
+def _find_figures(page: pymupdf.Page, tables: Sequence[BBox]) -> list[FigureCandidate]:
+    """The page's figures; a region that is one of the page's tables stays a table."""
     return list(find_figures(page, tables=tables))
 
 

@@ -1,0 +1,211 @@
+"""Per-document assets: source → tree → captions → leaf vectors → node vectors → index rows.
+
+Asset functions stay thin: each calls one step of `kohaku_rag.indexing.steps` and reports
+metadata. The lake is written by the library (Parquet by partition, atomically), so the
+assets declare their upstreams with `deps`. The tree's checks sit beside it.
+"""
+
+
+import base64
+import io
+import time
+from collections import Counter
+from pathlib import Path
+
+from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetExecutionContext,
+    DataVersion,
+    MaterializeResult,
+    MetadataValue,
+    ResourceParam,
+    asset,
+)
+from PIL import Image
+
+from kohaku_assets.partitions import INDEXING_GROUP, documents
+from kohaku_assets.resources import KohakuSettings
+from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.captions import VisionLLMCaptioner
+from kohaku_rag.indexing.corpus import DocumentMeta, SourceDocument, resolve_source
+from kohaku_rag.models import ModelPool
+from kohaku_rag.tree import Attachment, Node, NodeKind
+
+
+def recorded_source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
+    """The source as `source_document` recorded it, so later steps read the same bytes' hash."""
+    row = ix.read_source(settings.lake, doc_id)
+    meta = DocumentMeta(doc_id, row["title"] if row["title"] != doc_id else "", row["url"])
+    return SourceDocument(doc_id, Path(row["path"]), row["format"], row["content_hash"], meta)
+
+
+def _sample_table(nodes: list[Node], limit: int = 5) -> str:
+    rows = ["| node_id | kind | page | text |", "|---|---|---|---|"]
+    picks = [n for n in nodes if n.kind is NodeKind.PARAGRAPH][:limit]
+    for n in picks:
+        text = n.text[:160].replace("|", "\\|").replace("\n", " ")
+        rows.append(f"| {n.node_id} | {n.attachment} | {n.page} | {text} |")
+    return "\n".join(rows)
+
+
+@asset(partitions_def=documents, group_name=INDEXING_GROUP, code_version="1",
+       description="The document's file and content hash.")
+def source_document(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    source = resolve_source(settings.corpus, settings.lake.sources_dir, context.partition_key)
+    ix.write_source(settings.lake, source)
+    return MaterializeResult(
+        metadata={"path": str(source.path), "format": source.format, "title": source.title,
+                  "content_hash": source.content_hash},
+        data_version=DataVersion(source.content_hash),
+    )
+
+
+@asset(
+    partitions_def=documents,
+    group_name=INDEXING_GROUP,
+    deps=[source_document],
+    code_version=ix.PARSER_VERSION,
+    description="document → section → paragraph → sentence nodes (Parquet, TREE_SCHEMA).",
+    check_specs=[
+        AssetCheckSpec("tree_not_empty", asset="document_tree", description="The tree has at least one sentence."),
+        AssetCheckSpec("parents_exist", asset="document_tree", description="Every node's parent is in the tree."),
+    ],
+)
+def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    started = time.perf_counter()
+    source = recorded_source(settings, context.partition_key)
+    cfg = settings.index_config()
+    nodes, reused = ix.build_document_tree(settings.lake, source, cfg)
+    kinds = Counter(str(n.kind) for n in nodes)
+    ids = {n.node_id for n in nodes}
+    orphans = [n.node_id for n in nodes if n.parent_id is not None and n.parent_id not in ids]
+    pages = {n.page for n in nodes if n.page is not None}
+    return MaterializeResult(
+        metadata={
+            **{f"nodes/{k}": v for k, v in sorted(kinds.items())},
+            "pages": len(pages),
+            "tables": sum(1 for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.TABLE),
+            "figures": sum(1 for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.IMAGE),
+            "reused": reused,
+            "seconds": round(time.perf_counter() - started, 3),
+            "sample": MetadataValue.md(_sample_table(nodes)),
+        },
+        data_version=DataVersion(ix.tree_version(source.content_hash, cfg)),
+        check_results=[
+            AssetCheckResult(check_name="tree_not_empty", passed=kinds.get("sentence", 0) > 0,
+                             metadata={"sentences": kinds.get("sentence", 0)}),
+            AssetCheckResult(
+                check_name="parents_exist",
+                passed=not orphans,
+                severity=AssetCheckSeverity.ERROR,
+                metadata={"orphans": MetadataValue.json(orphans[:20])},
+            ),
+        ],
+    )
+
+
+THUMBNAILS = 3
+
+
+def _thumbnails(settings: KohakuSettings, hashes: list[str]) -> str:
+    """A few figures inline in the UI, shrunk so the metadata stays small."""
+    parts = []
+    for digest in hashes[:THUMBNAILS]:
+        try:
+            with Image.open(settings.lake.blob(digest)) as img:
+                img.thumbnail((240, 240))
+                buf = io.BytesIO()
+                img.convert("RGB").save(buf, format="JPEG", quality=70)
+        except (OSError, ValueError) as exc:  # an unreadable image is already reported with its caption
+            parts.append(f"(figure {digest[:8]} unreadable: {exc})")
+            continue
+        parts.append(f"![figure {digest[:8]}](data:image/jpeg;base64,{base64.b64encode(buf.getvalue()).decode()})")
+    return "\n\n".join(parts) or "(no figures)"
+
+
+@asset(partitions_def=documents, group_name=INDEXING_GROUP, deps=[document_tree], code_version="1",
+       description="Figure captions: PDF caption + OCR text (offline) or a vision model's description.")
+def captions(context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]) -> MaterializeResult:
+    started = time.perf_counter()
+    doc_id, lake, cfg = context.partition_key, settings.lake, settings.index_config()
+    nodes = ix.read_tree(lake, doc_id)
+    version = ix.captions_version(ix.read_source(lake, doc_id)["content_hash"], cfg)
+    captioner = models.captioner(cfg)
+    try:
+        stats = ix.caption_figures(lake, doc_id, nodes, captioner, version)
+    finally:
+        if isinstance(captioner, VisionLLMCaptioner):
+            captioner.close()  # its HTTP client; the OCR engine stays loaded in the pool
+    for node_id, why in stats.errors.items():
+        context.log.warning(f"{doc_id}: figure {node_id} kept its PDF caption only: {why}")
+    hashes = [n.media_hash for n in nodes if n.media_hash]
+    return MaterializeResult(
+        metadata={
+            "figures": stats.figures,
+            "cache_hits": stats.cache_hits,
+            "caption_chars": stats.caption_chars,
+            "captioner_chars": stats.captioner_chars,
+            "errors": MetadataValue.json(stats.errors),
+            "captioner": captioner.captioner_id if captioner else "none",
+            "seconds": round(time.perf_counter() - started, 3),
+            "thumbnails": MetadataValue.md(_thumbnails(settings, hashes)) if hashes else "(no figures)",
+        },
+        data_version=DataVersion(version),
+    )
+
+
+@asset(partitions_def=documents, group_name=INDEXING_GROUP, deps=[document_tree, captions],
+       code_version=ix.EMBED_VERSION, description="Sentence vectors (cached by model and text hash).")
+def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings,
+                    models: ResourceParam[ModelPool]) -> MaterializeResult:
+    started = time.perf_counter()
+    cfg = settings.index_config()
+    embedder = models.embedder(cfg.embedder, settings.lake)
+    hits_before = getattr(embedder, "hits", 0)
+    ids, matrix, version = ix.embed_document(settings.lake, context.partition_key, cfg, embedder)
+    return MaterializeResult(
+        metadata={
+            "vectors": len(ids),
+            "dim": int(matrix.shape[1]),
+            "cache_hits": getattr(embedder, "hits", 0) - hits_before,
+            "model": embedder.model_id,
+            "seconds": round(time.perf_counter() - started, 3),
+        },
+        data_version=DataVersion(version),
+    )
+
+
+@asset(
+    partitions_def=documents,
+    group_name=INDEXING_GROUP,
+    deps=[leaf_embeddings],
+    code_version=ix.EMBED_VERSION,
+    description="Vectors for every node: parents are the length-weighted mean of their children.",
+    check_specs=[AssetCheckSpec("vector_dims_agree", asset="node_embeddings",
+                                description="All vectors have the embedder's dimension.")],
+)
+def node_embeddings(context: AssetExecutionContext, settings: KohakuSettings,
+                    models: ResourceParam[ModelPool]) -> MaterializeResult:
+    cfg = settings.index_config()
+    kinds, matrix, version = ix.propagate_document(settings.lake, context.partition_key, cfg)
+    dim = models.embedder(cfg.embedder, settings.lake).dim
+    return MaterializeResult(
+        metadata={**{f"vectors/{k}": v for k, v in sorted(Counter(kinds).items())}, "dim": int(matrix.shape[1])},
+        data_version=DataVersion(version),
+        check_results=[
+            AssetCheckResult(check_name="vector_dims_agree", passed=int(matrix.shape[1]) == dim,
+                             metadata={"stored_dim": int(matrix.shape[1]), "embedder_dim": dim})
+        ],
+    )
+
+
+@asset(partitions_def=documents, group_name=INDEXING_GROUP, deps=[node_embeddings], code_version="1",
+       description="Nodes, vectors and BM25 text of one document: what the indexes are assembled from.")
+def index_rows(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    table, version = ix.write_index_rows(settings.lake, context.partition_key, settings.index_config())
+    return MaterializeResult(metadata={"rows": table.num_rows}, data_version=DataVersion(version))
+
+
+PER_DOCUMENT = [source_document, document_tree, captions, leaf_embeddings, node_embeddings, index_rows]

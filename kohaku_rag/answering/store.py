@@ -1,0 +1,300 @@
+"""The answering pipeline's tables in the lake, each stored under the hash of what made it.
+
+    qa/retrievals/<retrieval_key>.parquet          one row per question: planned queries, context
+    qa/predictions/<prediction_key>/run-<r>.parquet one row per question for run r (seed r)
+    qa/ensembles/<ensemble_key>.parquet            the voted answer per question
+    qa/scores/<ensemble_key>.parquet               WattBot score rows (when gold answers exist)
+    qa/leaderboard.parquet                         one row per scored config
+    qa/submissions/<config>.csv                    the ensemble as a WattBot submission
+
+Keys chain: retrieval_key = (retrieval_hash, question file content, index contents);
+prediction_key = (generation_hash, retrieval_key); ensemble_key = (voting_hash,
+prediction_key). A table whose key is already on disk is reused, never recomputed, so a
+generation-only edit reuses the contexts and a voting-only edit reuses the predictions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kohaku_rag.answering.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.config_files import stable_hash
+from kohaku_rag.evaluation.normalise import parse_value
+from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.evaluation.score import ScoreReport, score_predictions
+from kohaku_rag.evaluation.vote import vote
+from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
+from kohaku_rag.lake import Lake, write_parquet_atomic
+from kohaku_rag.llm import ChatModel
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from kohaku_rag.retrieval.retriever import ContextItem
+
+Progress = Callable[[str], None]
+
+
+def file_sha(path: Path) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    except OSError as exc:
+        raise ValueError(f"question file {path}: {exc.strerror or exc}") from exc
+
+
+def index_fingerprint(lake: Lake) -> str:
+    """What the index holds: every document's index-rows version (content hash, index
+    settings, code version). Re-assembling an unchanged corpus keeps stored retrievals."""
+    if not lake.bm25_path.exists():
+        raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
+    return stable_hash([(doc_id, stored_version(lake, INDEX_ROWS, doc_id)) for doc_id in corpus_ids(lake)])
+
+
+def corpus_ids(lake: Lake) -> list[str]:
+    """The indexed document ids (what a typo'd reference id is resolved against when scoring)."""
+    return lake.partitions(INDEX_ROWS)
+
+
+@dataclass(frozen=True)
+class QAKeys:
+    questions: str
+    retrieval: str
+    prediction: str
+    ensemble: str
+
+
+def keys_for(lake: Lake, cfg: QAConfig) -> QAKeys:
+    questions = file_sha(Path(cfg.questions))
+    retrieval = stable_hash([cfg.retrieval_hash, questions, index_fingerprint(lake)])
+    prediction = stable_hash([cfg.generation_hash, retrieval])
+    return QAKeys(questions, retrieval, prediction, stable_hash([cfg.voting_hash, prediction]))
+
+
+def qa_dir(lake: Lake) -> Path:
+    return lake.root / "qa"
+
+
+def retrieval_path(lake: Lake, key: str) -> Path:
+    return qa_dir(lake) / "retrievals" / f"{key}.parquet"
+
+
+def run_path(lake: Lake, key: str, run: int) -> Path:
+    return qa_dir(lake) / "predictions" / key / f"run-{run}.parquet"
+
+
+def ensemble_path(lake: Lake, key: str) -> Path:
+    return qa_dir(lake) / "ensembles" / f"{key}.parquet"
+
+
+def score_path(lake: Lake, key: str) -> Path:
+    return qa_dir(lake) / "scores" / f"{key}.parquet"
+
+
+def submission_path(lake: Lake, name: str) -> Path:
+    return qa_dir(lake) / "submissions" / f"{name}.csv"
+
+
+def leaderboard_path(lake: Lake) -> Path:
+    return qa_dir(lake) / "leaderboard.parquet"
+
+
+# ── retrievals ────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    queries: tuple[str, ...]
+    context: tuple[ContextItem, ...]
+
+
+def question_workers(chat: ChatModel | None, runs: int = 1) -> int:
+    """Questions asked at once: a backend that serves `max_concurrent` requests (an HTTP
+    server) gets that many requests in flight across questions; the in-process model,
+    which answers one prompt at a time, gets one question at a time."""
+    limit = int(getattr(chat, "max_concurrent", 1) or 1)
+    return max(1, limit // max(1, runs))
+
+
+def _map_questions(fn: Callable[[Question], Any], questions: Sequence[Question], workers: int) -> Iterator[Any]:
+    """fn over the questions, `workers` at a time, results in question order."""
+    if workers <= 1 or len(questions) <= 1:
+        yield from map(fn, questions)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kohaku-question") as pool:
+        yield from pool.map(fn, questions)
+
+
+class _Serialized:
+    """A searcher used from several question threads: one search at a time (the vector
+    store connection and the embedder are shared), while the LLM calls overlap."""
+
+    def __init__(self, inner: Searcher) -> None:
+        self.inner = inner
+        self._lock = threading.Lock()
+
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
+        with self._lock:
+            return self.inner.search(queries, cfg)
+
+
+def compute_retrievals(questions: Sequence[Question], cfg: QAConfig, retriever: Searcher,
+                       chat: ChatModel | None, progress: Progress = lambda _m: None) -> list[dict[str, Any]]:
+    if cfg.retrieval.use_planner and chat is None:
+        raise ValueError("the planner is on but no chat model was given")
+    searcher = _Serialized(retriever)
+
+    def one(q: Question) -> tuple[dict[str, Any], int]:
+        started = time.perf_counter()
+        queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
+        items = searcher.search(queries, cfg.retrieval.search)
+        return {"id": q.id, "queries": list(queries), "context": json.dumps([i.as_dict() for i in items]),
+                "seconds": round(time.perf_counter() - started, 4)}, len(items)
+
+    rows = []
+    workers = question_workers(chat) if cfg.retrieval.use_planner else 1
+    for n, (row, snippets) in enumerate(_map_questions(one, questions, workers), start=1):
+        rows.append(row)
+        progress(f"retrieved {n}/{len(questions)} {row['id']}: {snippets} snippets")
+    return rows
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path, metadata: dict[str, str] | None = None) -> None:
+    write_parquet_atomic(pa.Table.from_pylist(rows), path, metadata)
+
+
+def read_retrievals(path: Path) -> dict[str, Retrieved]:
+    out = {}
+    for row in pq.read_table(path).to_pylist():
+        items = tuple(ContextItem(**item) for item in json.loads(row["context"]))
+        out[row["id"]] = Retrieved(tuple(row["queries"]), items)
+    return out
+
+
+# ── predictions ───────────────────────────────────────────────────────────
+
+
+def missing_runs(lake: Lake, key: str, runs: int) -> list[int]:
+    return [r for r in range(runs) if not run_path(lake, key, r).exists()]
+
+
+def compute_runs(questions: Sequence[Question], retrieved: dict[str, Retrieved], cfg: QAConfig,
+                 retriever: Searcher, chat: ChatModel, runs: Sequence[int],
+                 progress: Progress = lambda _m: None, images: ImageLoader | None = None) -> dict[int, list[Prediction]]:
+    """Every requested run of every question; a question's runs are asked together (run r
+    has seed r) so they share the prompt's KV cache. An HTTP backend answers several
+    questions at once (`question_workers`)."""
+    searcher = _Serialized(retriever)
+
+    def one(q: Question) -> list[Prediction]:
+        got = retrieved[q.id]
+        return answer_runs(q, got.queries, searcher, chat, cfg, list(runs), got.context, images)
+
+    out: dict[int, list[Prediction]] = {r: [] for r in runs}
+    workers = question_workers(chat, len(runs))
+    for n, (q, preds) in enumerate(zip(questions, _map_questions(one, questions, workers)), start=1):
+        for r, pred in zip(runs, preds, strict=True):
+            out[r].append(replace(pred, run=r))
+        progress(f"answered {n}/{len(questions)} {q.id}: {[p.answer.answer_value for p in preds]}")
+    return out
+
+
+def read_run(lake: Lake, key: str, run: int) -> list[Prediction]:
+    return [prediction_from_row(row) for row in pq.read_table(run_path(lake, key, run)).to_pylist()]
+
+
+# ── ensembles and scores ──────────────────────────────────────────────────
+
+
+def ensemble(runs: Sequence[Sequence[Prediction]], cfg: QAConfig) -> dict[str, Answer]:
+    v = cfg.voting
+    return vote_pool([answers_of(run) for run in runs], v.mode, v.ignore_blank, v.tiebreak)
+
+
+def answers_of(run: Sequence[Prediction]) -> dict[str, Answer]:
+    return {p.question_id: p.answer for p in run}
+
+
+def vote_pool(voters: Sequence[dict[str, Answer]], mode: str, ignore_blank: bool, tiebreak: str) -> dict[str, Answer]:
+    """One vote per question over every voter (a run, or a config's ensemble) that answered
+    it; voters vote in the order given, which is what the `first` tiebreak prefers."""
+    by_question: dict[str, list[Answer]] = {}
+    for voter in voters:
+        for qid, answer in voter.items():
+            by_question.setdefault(qid, []).append(answer)
+    return {qid: vote(answers, mode, ignore_blank, tiebreak) for qid, answers in by_question.items()}
+
+
+def answer_rows(answers: dict[str, Answer]) -> list[dict[str, Any]]:
+    return [{"id": qid, "answer": a.answer, "answer_value": a.answer_value, "answer_unit": a.answer_unit,
+             "ref_id": list(a.ref_id), "explanation": a.explanation, "is_blank": a.is_blank,
+             "supporting_materials": a.supporting_materials} for qid, a in answers.items()]
+
+
+def read_answers(path: Path) -> dict[str, Answer]:
+    return {
+        row["id"]: Answer(row["answer"], row["answer_value"], row["answer_unit"], tuple(row["ref_id"] or ()),
+                          row["explanation"], bool(row["is_blank"]), row["supporting_materials"])
+        for row in pq.read_table(path).to_pylist()
+    }
+
+
+def gold_kind(question: Question) -> str:
+    assert question.gold is not None
+    if question.gold.is_blank:
+        return "blank"
+    # True/False gold is written 1/0 in answer_value; its answer column says TRUE/FALSE.
+    as_answer = parse_value(question.gold.answer).kind
+    return "boolean" if as_answer == "boolean" else parse_value(question.gold.answer_value, question.answer_unit).kind
+
+
+def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict[str, Answer]) -> list[dict[str, Any]]:
+    by_id = {q.id: q for q in questions}
+    rows = []
+    for r in report.rows:
+        q, a = by_id[r.id], answers.get(r.id)
+        assert q.gold is not None
+        rows.append({"id": r.id, "type": gold_kind(q), "total": r.total, "value": r.value, "ref": r.ref, "na": r.na,
+                     "error_type": r.error_type, "gold_value": q.gold.answer_value, "gold_ref": list(q.gold.ref_id),
+                     "pred_value": a.answer_value if a else "", "pred_ref": list(a.ref_id) if a else [],
+                     "question": q.question})
+    return rows
+
+
+def per_type_accuracy(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    totals: Counter[str] = Counter()
+    right: Counter[str] = Counter()
+    for row in rows:
+        totals[row["type"]] += 1
+        right[row["type"]] += row["value"]
+    return {kind: round(right[kind] / totals[kind], 4) for kind in sorted(totals)}
+
+
+def worst_table(rows: Sequence[dict[str, Any]], limit: int = 8) -> str:
+    def cell(value: object) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")[:60]
+
+    lines = ["| id | score | error | gold | predicted | question |", "|---|---|---|---|---|---|"]
+    for row in sorted(rows, key=lambda r: (r["total"], r["id"]))[:limit]:
+        lines.append(f"| {row['id']} | {row['total']:.2f} | {row['error_type']} | {cell(row['gold_value'])} "
+                     f"{cell(row['gold_ref'])} | {cell(row['pred_value'])} {cell(row['pred_ref'])} | {cell(row['question'])} |")
+    return "\n".join(lines)
+
+
+def score_answers(questions: Sequence[Question], answers: dict[str, Answer],
+                  known_ref_ids: Sequence[str] | None = None) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
+    """Score what has gold answers; `known_ref_ids` (the corpus ids) resolves typo'd ids."""
+    gold = [q for q in questions if q.gold is not None]
+    if not gold:
+        return None
+    report = score_predictions(gold, answers, known_ref_ids or None)
+    return report, score_rows(report, gold, answers)

@@ -1,0 +1,198 @@
+"""WattBot CSV files: reading question files, writing submissions.
+
+A question file (train_QA.csv, test_Q.csv, test_Q_full.csv) becomes `Question` records,
+with a gold `Answer` where the file carries answers; a submission is written in the nine
+official columns, as train_QA.csv spells them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from kohaku_rag.evaluation.normalise import is_blank_value, parse_ref_ids
+from kohaku_rag.evaluation.records import BLANK, BLANK_TEXT, Answer, Question
+from kohaku_rag.lake import atomic_path
+
+# The columns of a WattBot question/submission file, in the official order.
+WATTBOT_COLUMNS: tuple[str, ...] = (
+    "id",
+    "question",
+    "answer",
+    "answer_value",
+    "answer_unit",
+    "ref_id",
+    "ref_url",
+    "supporting_materials",
+    "explanation",
+)
+_REQUIRED_QUESTION_COLUMNS = ("id", "question", "answer_unit")
+
+
+
+def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Question]:
+    """Read a WattBot question file (train_QA.csv, test_Q.csv, test_Q_full.csv).
+
+    Tolerates a UTF-8 BOM, CRLF line endings, quoted fields with commas/newlines, and
+    missing answer columns (and a missing answer_unit column with `require_unit=False`,
+    for retrieval-only use). A row gets a gold `Answer` when its `answer_value` is filled
+    (including `is_blank`, which marks an unanswerable question).
+    """
+    path = Path(csv_path)
+    try:
+        # utf-8-sig strips a BOM; newline="" lets csv handle CRLF and quoted newlines.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+            header = rows[0].keys() if rows else _header_of(path)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except FileNotFoundError as exc:
+        raise ValueError(f"{path}: question file not found") from exc
+
+    required = _REQUIRED_QUESTION_COLUMNS if require_unit else ("id", "question")
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; header is {list(header)}")
+
+    questions: list[Question] = []
+    seen: set[str] = set()
+    for line_no, row in enumerate(rows, start=2):
+        if None in row:
+            raise ValueError(f"{path}: row {line_no} has more fields than the header (unquoted comma?)")
+        qid = (row.get("id") or "").strip()
+        if not qid:
+            raise ValueError(f"{path}: row {line_no} has an empty id")
+        if qid in seen:
+            raise ValueError(f"{path}: question id {qid!r} appears more than once")
+        seen.add(qid)
+        unit = (row.get("answer_unit") or "").strip() or BLANK
+        questions.append(
+            Question(
+                id=qid,
+                question=(row.get("question") or "").strip(),
+                answer_unit=unit,
+                gold=_gold_of(row, unit),
+            )
+        )
+    return questions
+
+
+def _header_of(path: Path) -> Sequence[str]:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        return next(csv.reader(handle), [])
+
+
+def _gold_of(row: dict[str, str], unit: str) -> Answer | None:
+    value = (row.get("answer_value") or "").strip()
+    if not value:
+        return None
+    blank = is_blank_value(value)
+    return Answer(
+        answer=(row.get("answer") or "").strip(),
+        answer_value=value,
+        answer_unit=unit,
+        ref_id=parse_ref_ids(row.get("ref_id")),
+        explanation=(row.get("explanation") or "").strip(),
+        is_blank=blank,
+        supporting_materials=(row.get("supporting_materials") or "").strip(),
+    )
+
+
+def format_ref_list(items: Sequence[str]) -> str:
+    """WattBot's Python-list spelling, "['a','b']" (no space), or is_blank when empty."""
+    if not items:
+        return BLANK
+    return "[" + ",".join("'" + item.replace("'", "\\'") + "'" for item in items) + "]"
+
+
+def load_ref_urls(metadata_csv: str | Path) -> dict[str, str]:
+    """id -> url from a WattBot metadata.csv (UTF-8, BOM tolerated)."""
+    path = Path(metadata_csv)
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames or not {"id", "url"} <= set(reader.fieldnames):
+            raise ValueError(f"{path}: needs 'id' and 'url' columns, header is {reader.fieldnames}")
+        return {row["id"].strip().lower(): row["url"].strip() for row in reader if row["id"].strip()}
+
+
+def to_submission_rows(
+    preds: Mapping[str, Answer],
+    questions: Sequence[Question],
+    ref_urls: Mapping[str, str] | None = None,
+) -> list[dict[str, str]]:
+    """One WattBot row per question, in question order.
+
+    A missing or blank prediction becomes the abstention row: answer = the "Unable to
+    answer ..." sentence, every other field `is_blank` except answer_unit, which keeps the
+    question's unit (as train q062/q164 do). The question's answer_unit wins over the
+    prediction's when the question states one. ref_url lists the metadata URL of each
+    ref_id (is_blank without `ref_urls`); an id missing from `ref_urls` is an error.
+    Empty supporting_materials/explanation become is_blank (Kaggle rejects empty ones).
+    """
+    rows: list[dict[str, str]] = []
+    for question in questions:
+        answer = preds.get(question.id)
+        question_unit = question.answer_unit.strip()
+        if answer is None or answer.is_blank or is_blank_value(answer.answer_value):
+            unit = question_unit or (answer.answer_unit.strip() if answer else "") or BLANK
+            rows.append(_row(question, BLANK_TEXT, BLANK, unit, BLANK, BLANK, BLANK, BLANK))
+            continue
+        refs = parse_ref_ids(answer.ref_id)
+        unit = question_unit if not is_blank_value(question_unit) else (answer.answer_unit.strip() or BLANK)
+        rows.append(
+            _row(
+                question,
+                answer.answer.strip() or answer.answer_value.strip(),
+                answer.answer_value.strip(),
+                unit,
+                format_ref_list(refs),
+                _ref_urls(question.id, refs, ref_urls),
+                answer.supporting_materials.strip() or BLANK,
+                answer.explanation.strip() or BLANK,
+            )
+        )
+    return rows
+
+
+def write_submission_csv(
+    path: str | Path,
+    questions: Sequence[Question],
+    preds: Mapping[str, Answer],
+    ref_urls: Mapping[str, str] | None = None,
+) -> Path:
+    """Write the submission atomically: UTF-8 without BOM, LF line endings, the nine
+    official columns, quoting only where CSV needs it (like train_QA.csv)."""
+    target = Path(path)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(WATTBOT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(to_submission_rows(preds, questions, ref_urls))
+    with atomic_path(target) as tmp:
+        tmp.write_text(buffer.getvalue(), encoding="utf-8")
+    return target
+
+
+def _ref_urls(question_id: str, refs: Sequence[str], ref_urls: Mapping[str, str] | None) -> str:
+    if ref_urls is None or not refs:
+        return BLANK
+    lowered = {k.strip().lower(): v for k, v in ref_urls.items()}
+    unknown = [r for r in refs if r not in lowered]
+    if unknown:
+        raise ValueError(
+            f"question {question_id}: ref_id {', '.join(unknown)} not in the metadata; "
+            "resolve or drop it first (normalise.normalise_answer with known_ref_ids)"
+        )
+    return format_ref_list([lowered[r] for r in refs])
+
+
+def _row(question: Question, answer: str, value: str, unit: str, ref_id: str, ref_url: str,
+         materials: str, explanation: str) -> dict[str, str]:  # fmt: skip
+    return dict(
+        zip(
+            WATTBOT_COLUMNS,
+            (question.id, question.question, answer, value, unit, ref_id, ref_url, materials, explanation),
+            strict=True,
+        )
+    )

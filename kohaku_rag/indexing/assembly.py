@@ -1,0 +1,108 @@
+"""Assembling the two indexes from the per-document index rows.
+
+The vector index is upserted per document (only versions that changed); BM25 is rebuilt,
+since its statistics are corpus-wide, from per-document token caches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source, stored_version
+from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
+from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index, tokenize
+from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore, remove_store
+
+
+@dataclass(frozen=True)
+class AssemblyStats:
+    upserted: list[str]
+    deleted: list[str]
+    unchanged: int
+    documents: int
+
+
+def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id: str) -> AssemblyStats:
+    """Bring the sqlite-vec index in line with the per-document rows: upsert documents
+    whose version changed, delete those that left, all in one transaction. A store built
+    by another embedder is rebuilt from scratch (its vectors cannot be mixed with these)."""
+
+    wanted = {d: stored_version(lake, INDEX_ROWS, d) for d in doc_ids}
+    wanted = {d: v for d, v in wanted.items() if v is not None}
+    try:
+        VectorStore(lake.vectors_path, dim, model_id=model_id).close()
+    except IndexMismatchError:
+        remove_store(lake.vectors_path)
+    with VectorStore(lake.vectors_path, dim, model_id=model_id) as store:
+        have = store.document_versions()
+        deletes = sorted(set(have) - set(wanted))
+        changed = sorted(d for d, v in wanted.items() if have.get(d) != v)
+
+        def upserts() -> Iterable[DocumentUpsert]:
+            for doc_id in changed:
+                table = pq.read_table(lake.table(INDEX_ROWS, doc_id))
+                source = read_source(lake, doc_id)
+                yield DocumentUpsert(doc_id, wanted[doc_id], table.drop_columns(["vector", "search_text"]),
+                                     _row_vectors(table), source["title"], source["url"])
+
+        store.apply_changes(upserts(), deletes)
+    return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
+
+
+def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
+    has = table.column("vector").is_valid()
+    kept = table.filter(has)
+    column = kept.column("vector").combine_chunks()
+    dim = column.type.list_size
+    matrix = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(column) else np.zeros((0, dim), np.float32)
+    return kept.column("node_id").to_pylist(), matrix
+
+
+@dataclass(frozen=True)
+class BM25Stats:
+    paragraphs: int
+    tokenized: list[str]  # documents whose paragraphs were tokenized (the rest came from the cache)
+
+
+_TOKENS_SCHEMA = pa.schema([("node_id", pa.string()), ("doc_id", pa.string()), ("tokens", pa.list_(pa.string()))])
+
+
+def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> BM25Stats:
+    """Rebuild the BM25 index from the stored per-document paragraph texts. BM25's
+    statistics are corpus-wide, so the index is rebuilt; each document's tokens are cached
+    under its index-rows version, so only new or changed documents are tokenized again."""
+
+    rows: list[tuple[str, str, list[str]]] = []
+    tokenized: list[str] = []
+    for doc_id in sorted(doc_ids):
+        if not lake.table(INDEX_ROWS, doc_id).exists():
+            continue
+        doc_rows, fresh = _bm25_rows(lake, doc_id)
+        rows += doc_rows
+        if fresh:
+            tokenized.append(doc_id)
+    index = BM25Index.build(rows)
+    index.save(lake.bm25_path)
+    return BM25Stats(len(rows), tokenized)
+
+
+def _bm25_rows(lake: Lake, doc_id: str) -> tuple[list[tuple[str, str, list[str]]], bool]:
+    """(BM25 rows of a document, whether they were tokenized now rather than read back)."""
+
+    version = f"{stored_version(lake, INDEX_ROWS, doc_id)}:{TOKENIZER_VERSION}"
+    cache = bm25_tokens_path(lake, doc_id)
+    if parquet_metadata(cache).get(VERSION_KEY) == version:
+        table = pq.read_table(cache)
+        return list(zip(*(table.column(c).to_pylist() for c in _TOKENS_SCHEMA.names), strict=True)), False
+    table = pq.read_table(lake.table(INDEX_ROWS, doc_id), columns=["node_id", "doc_id", "search_text"])
+    rows = [(node_id, d, tokenize(text))
+            for node_id, d, text in zip(*(table.column(c).to_pylist() for c in ("node_id", "doc_id", "search_text")), strict=True)
+            if text]
+    columns = list(zip(*rows)) if rows else [[], [], []]
+    write_parquet_atomic(pa.table([list(c) for c in columns], schema=_TOKENS_SCHEMA), cache, {VERSION_KEY: version})
+    return rows, True

@@ -1,0 +1,185 @@
+"""The corpus folder: which documents exist, their content hashes, and how to load them.
+
+A corpus folder holds documents named by id (`<id>.pdf`, `<id>.json`, `<id>.md`,
+`<id>.txt`) and an optional `metadata.csv` (id,title,url,...). A document listed in
+the metadata with a URL but absent locally is fetched with httpx into the lake.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import httpx
+
+from kohaku_rag.errors import DocumentError
+from kohaku_rag.lake import check_key, write_bytes_atomic
+from kohaku_rag.parse import payload
+from kohaku_rag.parse.pdf import parse_pdf
+from kohaku_rag.tree import ParsedDocument
+
+DocFormat = Literal["pdf", "json", "markdown", "text"]
+
+# When one id has several files, the richest source wins.
+SUFFIXES: dict[str, DocFormat] = {".pdf": "pdf", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
+METADATA_FILE = "metadata.csv"
+
+
+@dataclass(frozen=True)
+class DocumentMeta:
+    doc_id: str
+    title: str = ""
+    url: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    doc_id: str
+    path: Path
+    format: DocFormat
+    content_hash: str
+    meta: DocumentMeta
+
+    @property
+    def title(self) -> str:
+        return self.meta.title or self.doc_id
+
+
+@dataclass(frozen=True)
+class CorpusScan:
+    documents: dict[str, SourceDocument]
+    missing: dict[str, DocumentMeta]  # listed with a URL but not present locally
+    skipped: dict[str, str]  # file name → why it is not a document
+
+
+def read_metadata(corpus: Path) -> dict[str, DocumentMeta]:
+    path = corpus / METADATA_FILE
+    if not path.exists():
+        return {}
+    raw = path.read_bytes()
+    # metadata exported from spreadsheets is sometimes Latin-1; do not fail the whole corpus on it
+    text = raw.decode("utf-8-sig") if _is_utf8(raw) else raw.decode("latin-1")
+    rows = csv.DictReader(text.splitlines())
+    out: dict[str, DocumentMeta] = {}
+    for row in rows:
+        doc_id = (row.get("id") or "").strip()
+        if not doc_id:
+            continue
+        extra = {k: (v or "").strip() for k, v in row.items() if k and k not in {"id", "title", "url"}}
+        out[doc_id] = DocumentMeta(doc_id, (row.get("title") or "").strip(), (row.get("url") or "").strip(), extra)
+    return out
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def file_hash(path: Path, meta: DocumentMeta | None = None) -> str:
+    """Hash of the file bytes plus its metadata row, since a new title changes the tree."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    if meta is not None:
+        digest.update(f"\0{meta.title}\0{meta.url}".encode())
+    return digest.hexdigest()
+
+
+def scan_corpus(corpus: Path, fetched_dir: Path | None = None) -> CorpusScan:
+    """Find every document in `corpus` (and already fetched ones in `fetched_dir`)."""
+    if not corpus.is_dir():
+        raise FileNotFoundError(f"corpus folder {corpus} does not exist; pass --corpus DIR pointing at your documents")
+    metadata = read_metadata(corpus)
+    found: dict[str, tuple[int, Path]] = {}
+    skipped: dict[str, str] = {}
+    folders = [corpus] + ([fetched_dir] if fetched_dir is not None and fetched_dir.is_dir() else [])
+    ranks = list(SUFFIXES)
+    for folder in folders:
+        for path in sorted(folder.iterdir()):
+            if not path.is_file() or path.name == METADATA_FILE or path.name.startswith("."):
+                continue
+            suffix = path.suffix.lower()
+            if suffix not in SUFFIXES:
+                skipped[path.name] = f"unsupported file type {suffix or '(none)'}; use .pdf, .json, .md or .txt"
+                continue
+            try:
+                doc_id = check_key(path.stem)
+            except ValueError as exc:
+                skipped[path.name] = str(exc)
+                continue
+            rank = ranks.index(suffix)
+            if doc_id not in found or rank < found[doc_id][0]:
+                found[doc_id] = (rank, path)
+    documents = {}
+    for doc_id, (_, path) in sorted(found.items()):
+        meta = metadata.get(doc_id, DocumentMeta(doc_id))
+        documents[doc_id] = SourceDocument(doc_id, path, SUFFIXES[path.suffix.lower()], file_hash(path, meta), meta)
+    missing = {d: m for d, m in metadata.items() if d not in documents and m.url}
+    return CorpusScan(documents, missing, skipped)
+
+
+def find_document(corpus: Path, doc_id: str, fetched_dir: Path | None = None) -> SourceDocument | DocumentMeta | None:
+    """One document by id without scanning the whole corpus: the source if a file exists,
+    its metadata row if it is only listed with a URL, else None."""
+    meta = read_metadata(corpus).get(doc_id, DocumentMeta(doc_id))
+    for folder in [corpus] + ([fetched_dir] if fetched_dir is not None else []):
+        for suffix, fmt in SUFFIXES.items():
+            path = folder / f"{doc_id}{suffix}"
+            if path.is_file():
+                return SourceDocument(doc_id, path, fmt, file_hash(path, meta), meta)
+    return meta if meta.url else None
+
+
+def fetch_document(meta: DocumentMeta, dest_dir: Path, *, timeout: float = 60.0) -> Path:
+    """Download a document listed in metadata.csv; the URL decides PDF vs other by content type."""
+    check_key(meta.doc_id)
+    try:
+        with httpx.Client(follow_redirects=True, timeout=timeout) as client:
+            response = client.get(meta.url)
+            response.raise_for_status()
+    except httpx.HTTPStatusError as exc:
+        raise DocumentError(meta.url, f"download of {meta.doc_id} failed with HTTP {exc.response.status_code}") from exc
+    except httpx.HTTPError as exc:
+        raise DocumentError(
+            meta.url,
+            f"download of {meta.doc_id} failed ({type(exc).__name__}: {exc}); without network access, "
+            f"put the file in the corpus folder as {meta.doc_id}.pdf",
+        ) from exc
+    body = response.content
+    kind = response.headers.get("content-type", "")
+    suffix = ".pdf" if body.startswith(b"%PDF") or "pdf" in kind else ".txt"
+    target = dest_dir / f"{meta.doc_id}{suffix}"
+    write_bytes_atomic(target, body)
+    return target
+
+
+def resolve_source(corpus: Path, fetched_dir: Path, doc_id: str) -> SourceDocument:
+    """The document's file in the corpus folder, or fetched from its metadata URL."""
+    found = find_document(corpus, doc_id, fetched_dir)
+    if isinstance(found, SourceDocument):
+        return found
+    if isinstance(found, DocumentMeta):
+        path = fetch_document(found, fetched_dir)
+        return SourceDocument(doc_id, path, "pdf" if path.suffix == ".pdf" else "text", file_hash(path, found), found)
+    raise DocumentError(corpus / doc_id, "is no longer in the corpus folder (and metadata.csv has no URL for it)")
+
+
+def load_document(source: SourceDocument, *, use_outline: bool = False) -> ParsedDocument:
+    """Parse a source document into sections and paragraphs (no ids yet)."""
+    title = source.meta.title or None
+    if source.format == "pdf":
+        return parse_pdf(source.path, source.doc_id, title=title, use_outline=use_outline)
+    if source.format == "json":
+        return payload.parse_payload_json(source.path, source.doc_id, title=title)
+    if source.format == "markdown":
+        return payload.parse_markdown(source.path, source.doc_id, title=title)
+    return payload.parse_text(source.path, source.doc_id, title=title)

@@ -1,0 +1,118 @@
+"""The index config: everything that changes what the index holds, with per-step hashes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+from kohaku_rag.config_files import from_mapping, read_config_data, stable_hash
+from kohaku_rag.embed import EmbedderSpec
+from kohaku_rag.errors import KohakuError
+from kohaku_rag.lake import Lake, write_bytes_atomic
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """Everything that changes what the index holds."""
+
+    embedder: EmbedderSpec = field(default_factory=EmbedderSpec)
+    # "weighted": a parent's vector is the length-weighted mean of its children (KohakuRAG);
+    # "mean": the plain mean.
+    parent_vector: Literal["weighted", "mean"] = "weighted"
+    # Embed paragraphs from their own full text instead of propagating sentence vectors.
+    embed_paragraph_text: bool = False
+    use_outline: bool = False
+    # Figure captioning: "ocr" (offline default), "vision" (OpenAI-compatible endpoint) or "none".
+    captioner: Literal["ocr", "vision", "none"] = "ocr"
+    vision_base_url: str = ""
+    vision_model: str = ""
+    vision_api_key_env: str | None = "OPENAI_API_KEY"
+    # Index figure and table paragraphs; off gives a text-only index (the figures benchmark's baseline).
+    media_nodes: bool = True
+    vision_max_concurrent: int = 4
+    vision_timeout: float = 60.0  # seconds per request
+    vision_max_retries: int = 4  # on 429, 5xx, timeouts (Retry-After honoured)
+    vision_prompt: str = ""  # empty: the paper's caption prompt (captions.CAPTION_PROMPT)
+
+    @property
+    def parse_hash(self) -> str:
+        return stable_hash({"use_outline": self.use_outline})
+
+    @property
+    def caption_hash(self) -> str:
+        parts: dict[str, object] = {"captioner": self.captioner, "url": self.vision_base_url, "model": self.vision_model,
+                                    "media_nodes": self.media_nodes}
+        if self.vision_prompt:  # only when set, so existing lakes keep their captions
+            parts["prompt"] = self.vision_prompt
+        return stable_hash(parts)
+
+    @property
+    def embed_hash(self) -> str:
+        return stable_hash(
+            {
+                "embedder": dataclasses.asdict(self.embedder),
+                "parent_vector": self.parent_vector,
+                "embed_paragraph_text": self.embed_paragraph_text,
+            }
+        )
+
+
+# ── the settings a lake was built with ──────────────────────────────────────
+
+
+class IndexConfigConflict(KohakuError):
+    """A command was given index settings other than those the lake was built with."""
+
+
+def recorded_index_config(lake: Lake) -> IndexConfig | None:
+    """The index settings recorded when the lake was (last) indexed; None for a new lake."""
+    path = lake.index_config_path
+    if not path.exists():
+        return None
+    try:
+        return from_mapping(IndexConfig, read_config_data(path))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable index settings ({exc}); re-index with kohaku index --index-config FILE") from exc
+
+
+def record_index_config(lake: Lake, cfg: IndexConfig) -> None:
+    """Remember `cfg` as the lake's index settings (only indexing changes them)."""
+    text = json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True) + "\n"
+    path = lake.index_config_path
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        write_bytes_atomic(path, text.encode())
+
+
+def differing_keys(a: IndexConfig, b: IndexConfig) -> list[str]:
+    flat_a, flat_b = _flat(dataclasses.asdict(a)), _flat(dataclasses.asdict(b))
+    return sorted(k for k in flat_a.keys() | flat_b.keys() if flat_a.get(k) != flat_b.get(k))
+
+
+def _flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def resolve_index_config(lake: Lake, requested: IndexConfig | None, origin: str = "--index-config") -> IndexConfig:
+    """The settings to read the lake with: what it records. A request that matches (or no
+    request) is fine; one that differs is refused, since searching with another embedder
+    than the index was built with returns nonsense. A new lake takes the request (or the
+    defaults)."""
+    recorded = recorded_index_config(lake)
+    if recorded is None:
+        return requested or IndexConfig()
+    if requested is None or requested == recorded:
+        return recorded
+    keys = ", ".join(differing_keys(recorded, requested))
+    raise IndexConfigConflict(
+        f"{origin} differs from the settings the lake {lake.root} was built with ({keys}); "
+        f"leave it out to use the lake's own ({lake.index_config_path}), or re-index with "
+        f"`kohaku index --index-config FILE` to change them"
+    )

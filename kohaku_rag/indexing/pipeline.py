@@ -1,0 +1,86 @@
+"""Indexing a corpus without Dagster: the same steps the per-document assets run, in order.
+
+`index_corpus` is what `kohaku_rag.index()` calls (a notebook, a script). It writes the
+same lake as the Dagster assets and skips what is up to date the same way, but registers
+no Dagster partitions: to see the documents in the UI, index with `kohaku index`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kohaku_rag.errors import KohakuError
+from kohaku_rag.indexing import assembly
+from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.captions import VisionLLMCaptioner
+from kohaku_rag.indexing.corpus import resolve_source, scan_corpus
+from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
+from kohaku_rag.lake import Lake
+from kohaku_rag.models import ModelPool
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class IndexSummary:
+    documents: int
+    recomputed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # doc id -> reason
+    seconds: float = 0.0
+
+
+def index_document(lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, models: ModelPool) -> None:
+    """source → tree → captions → leaf vectors → node vectors → index rows of one document."""
+    source = resolve_source(corpus, lake.sources_dir, doc_id)
+    ix.write_source(lake, source)
+    nodes, _ = ix.build_document_tree(lake, source, cfg)
+    captioner = models.captioner(cfg)
+    try:
+        ix.caption_figures(lake, doc_id, nodes, captioner, ix.captions_version(source.content_hash, cfg))
+    finally:
+        if isinstance(captioner, VisionLLMCaptioner):
+            captioner.close()
+    ix.embed_document(lake, doc_id, cfg, models.embedder(cfg.embedder, lake))
+    ix.propagate_document(lake, doc_id, cfg)
+    ix.write_index_rows(lake, doc_id, cfg)
+
+
+def index_corpus(corpus: Path, lake: Lake, cfg: IndexConfig | None = None, *, models: ModelPool | None = None,
+                 progress: Progress = lambda _m: None) -> IndexSummary:
+    """Index new and changed documents, drop removed ones, and assemble both indexes. A
+    document that fails is reported by id with its reason; the rest index."""
+    started = time.perf_counter()
+    models = models or ModelPool()
+    cfg = cfg or recorded_index_config(lake) or IndexConfig()
+    record_index_config(lake, cfg)
+    scan = scan_corpus(corpus, lake.sources_dir)
+    for name, why in scan.skipped.items():
+        progress(f"skipping {name}: {why}")
+    plan = ix.plan_index(scan, lake, cfg)
+    for doc_id in plan.remove:
+        ix.remove_document(lake, doc_id)
+        progress(f"removed {doc_id}")
+    build = sorted(set(plan.build) | set(plan.fetch))
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    for n, doc_id in enumerate(build, start=1):
+        t0 = time.perf_counter()
+        try:
+            index_document(lake, corpus, doc_id, cfg, models)
+        except (KohakuError, OSError, ValueError) as exc:
+            failed[doc_id] = str(exc)
+            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {exc}")
+            continue
+        done.append(doc_id)
+        progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
+    keep = sorted(set(scan.documents) | set(scan.missing))
+    embedder = models.embedder(cfg.embedder, lake)
+    assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
+    assembly.assemble_bm25(lake, keep)
+    return IndexSummary(len(plan.unchanged) + len(done), done, plan.unchanged, plan.remove, failed,
+                        time.perf_counter() - started)

@@ -1,0 +1,272 @@
+"""Retrieval core: multi-query hybrid search over the hierarchical index.
+
+For each query, dense hits (sentences and paragraphs, searched separately so k applies
+after the kind filter) and BM25 paragraph hits are mapped to paragraph units and fused
+by reciprocal rank. Across queries, units are reranked by frequency, score or both
+(KohakuRAG's cross-query rerank), cut to `top_k_final`, expanded to their parent,
+deduplicated, and packed into the character budget.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from kohaku_rag.embed import make_embedder
+from kohaku_rag.embed.base import Embedder
+from kohaku_rag.indexing.index_config import IndexConfig
+from kohaku_rag.lake import Lake
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from kohaku_rag.stores.bm25 import BM25Index, tokenize
+from kohaku_rag.stores.vectors import VectorStore
+from kohaku_rag.tree import Node, NodeKind
+
+_PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    doc_id: str
+    node_id: str
+    kind: str
+    page: int | None
+    score: float
+    text: str
+    attachment: str = "text"
+    # Where the snippet sits, for the prompt: the document's title and the heading of the
+    # section holding it ("" when unknown, e.g. flat chunks).
+    doc_title: str = ""
+    section: str = ""
+    marks: tuple[str, ...] = ()  # sentences of `text` that best match the question
+    media_hash: str | None = None  # a figure's image in the lake (`Lake.blob`)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "marks", tuple(self.marks))  # lists, when read back from JSON
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "doc_id": self.doc_id,
+            "node_id": self.node_id,
+            "kind": self.kind,
+            "page": self.page,
+            "score": round(self.score, 6),
+            "text": self.text,
+            "attachment": self.attachment,
+            "doc_title": self.doc_title,
+            "section": self.section,
+            "marks": list(self.marks),
+            "media_hash": self.media_hash,
+        }
+
+
+@dataclass(frozen=True)
+class UnitScore:
+    node_id: str
+    score: float  # best fused score over queries
+    frequency: float  # (weighted) number of queries that found the unit
+
+
+def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float) -> dict[str, float]:
+    """Weighted reciprocal-rank fusion of several ranked id lists for one query."""
+    fused: dict[str, float] = defaultdict(float)
+    for ids, weight in ranked_lists:
+        for rank, node_id in enumerate(ids, start=1):
+            fused[node_id] += weight / (rrf_k + rank)
+    return dict(fused)
+
+
+def rerank(per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float,
+           weights: Sequence[float] | None = None) -> list[UnitScore]:
+    """KohakuRAG's cross-query rerank of units found by several queries.
+
+    `weights` (one per query, default 1) scale a query's scores and its vote in the
+    frequency, so planned rewrites can count for less than the question itself.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(per_query)
+    best: dict[str, float] = {}
+    freq: dict[str, float] = defaultdict(float)
+    for scores, weight in zip(per_query, weights, strict=True):
+        for node_id, score in scores.items():
+            best[node_id] = max(best.get(node_id, 0.0), weight * score)
+            freq[node_id] += weight
+    units = [UnitScore(n, best[n], freq[n]) for n in best]
+    if not units:
+        return []
+    top_score = max(u.score for u in units) or 1.0
+    n_queries = sum(weights) or 1.0
+
+    def key(u: UnitScore) -> tuple[float, float]:
+        if strategy == "frequency":
+            return (u.frequency, u.score)
+        if strategy == "score":
+            return (u.score, u.frequency)
+        return (alpha * u.frequency / n_queries + (1 - alpha) * u.score / top_score, u.score)
+
+    return sorted(units, key=key, reverse=True)
+
+
+def is_ancestor(ancestor: str, node_id: str) -> bool:
+    return node_id.startswith(ancestor + ":")
+
+
+def dedup(node_ids: Sequence[str], mode: str) -> list[str]:
+    """`node_id` drops repeats; `tree` also drops a unit whose ancestor or descendant is kept
+    (the earlier, better-ranked one wins)."""
+    kept: list[str] = []
+    for node_id in node_ids:
+        if mode != "none" and node_id in kept:
+            continue
+        if mode == "tree" and any(is_ancestor(k, node_id) or is_ancestor(node_id, k) for k in kept):
+            continue
+        kept.append(node_id)
+    return kept
+
+
+def pack(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
+    """Keep items in rank order while they fit; the first that does not fit is cut to the
+    remaining budget so the budget is used, never exceeded."""
+    out: list[ContextItem] = []
+    used = 0
+    for item in items:
+        room = budget_chars - used
+        if room <= 0:
+            break
+        if len(item.text) > room:
+            if room >= 200:
+                out.append(ContextItem(**{**item.__dict__, "text": item.text[:room]}))
+            break
+        out.append(item)
+        used += len(item.text)
+    return out
+
+
+def section_heading(node: Node | None) -> str:
+    """A section's title as a heading for its snippets; page-per-section payloads (titles
+    like "Page 3") have none worth showing."""
+    if node is None or node.kind != NodeKind.SECTION or _PAGE_TITLE.match(node.title):
+        return ""
+    return node.title
+
+
+class Retriever:
+    """Holds the loaded embedder and indexes; open once, query many times."""
+
+    def __init__(self, embedder: Embedder, store: VectorStore, bm25: BM25Index | None) -> None:
+        self.embedder = embedder
+        self.store = store
+        self.bm25 = bm25
+        self._titles: dict[str, str] | None = None
+
+    def doc_title(self, doc_id: str, node: Node | None) -> str:
+        """The corpus metadata's title, else the document node's (the parsed heading);
+        a title that only repeats the id says nothing."""
+        if self._titles is None:
+            self._titles = {d.doc_id: d.title for d in self.store.documents()}
+        for title in (self._titles.get(doc_id, ""), node.title if node else ""):
+            if title.strip() and title.strip() != doc_id:
+                return title.strip()
+        return ""
+
+    def _unit_of(self, node_ids: Sequence[str]) -> list[str]:
+        """Sentence hits count for their paragraph; the order of first appearance is kept."""
+        units: list[str] = []
+        seen: set[str] = set()
+        for node_id in node_ids:
+            unit = node_id.rsplit(":", 1)[0] if node_id.rsplit(":", 1)[-1].startswith("s") else node_id
+            if unit not in seen:
+                seen.add(unit)
+                units.append(unit)
+        return units
+
+    def query_scores(self, query: str, vector: np.ndarray, cfg: RetrievalConfig) -> dict[str, float]:
+        lists: list[tuple[Sequence[str], float]] = []
+        if cfg.top_k > 0 and cfg.dense_weight > 0:
+            for kind in cfg.dense_kinds:
+                hits = [h for h in self.store.search(vector, kinds=(kind,), k=cfg.top_k) if h.score >= cfg.threshold]
+                lists.append((self._unit_of([h.node_id for h in hits]), cfg.dense_weight))
+        if self.bm25 is not None and cfg.bm25_top_k > 0 and cfg.bm25_weight > 0:
+            lists.append(([node_id for node_id, _ in self.bm25.search(query, cfg.bm25_top_k)], cfg.bm25_weight))
+        return fuse_query(lists, cfg.rrf_k)
+
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
+        queries = [q for q in queries if q.strip()]
+        if not queries:
+            return []
+        vectors = self.embedder.embed(queries, role="query")
+        per_query = [self.query_scores(q, v, cfg) for q, v in zip(queries, vectors, strict=True)]
+        # The first query is the question; the rest are the planner's rewrites.
+        weights = [1.0] + [cfg.planned_query_weight] * (len(queries) - 1)
+        ranked = rerank(per_query, cfg.rerank, cfg.alpha, weights)[: cfg.top_k_final]
+        scores = {u.node_id: u.score for u in ranked}
+        targets: list[str] = []
+        for unit in ranked:
+            target = unit.node_id
+            if cfg.expand_to == "section" and target.count(":") >= 2:
+                target = target.rsplit(":", 1)[0]
+            targets.append(target)
+            scores[target] = max(scores.get(target, 0.0), unit.score)
+        kept = dedup(targets, cfg.dedup)
+        rows = self.store.get_nodes(kept)
+        parents = self.store.get_nodes({r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()})
+        items = [
+            ContextItem(
+                doc_id=rows[n].doc_id,
+                node_id=n,
+                kind=rows[n].kind,
+                page=rows[n].page,
+                score=scores[n],
+                text=rows[n].text,
+                attachment=rows[n].attachment,
+                doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
+                section=section_heading(parents.get(rows[n].parent_id or "")),
+                media_hash=rows[n].media_hash,
+            )
+            for n in kept
+            if n in rows
+        ]
+        packed = pack(items, cfg.budget_chars)
+        if cfg.mark_sentences > 0 and self.bm25 is not None:
+            packed = self.mark_evidence(queries[0], packed, cfg.mark_sentences)
+        return packed
+
+    def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:
+        """Mark the `n` sentences (over all items) whose terms cover most of the question's
+        IDF weight; a sentence counts only where it appears verbatim in its item's text."""
+        assert self.bm25 is not None
+        weights = {t: self.bm25.idf(t) for t in set(tokenize(question))}
+        total = sum(weights.values()) or 1.0
+        scored: list[tuple[float, int, str]] = []
+        for index, item in enumerate(items):
+            for sentence in self.store.children(item.node_id):
+                if sentence.kind != NodeKind.SENTENCE or sentence.text not in item.text:
+                    continue
+                terms = set(tokenize(sentence.text))
+                score = sum(w for t, w in weights.items() if t in terms) / total
+                if score > 0:
+                    scored.append((score, index, sentence.text))
+        scored.sort(key=lambda s: -s[0])
+        marks: dict[int, list[str]] = defaultdict(list)
+        for _score, index, text in scored[:n]:
+            marks[index].append(text)
+        return [replace(item, marks=tuple(marks[i])) if i in marks else item for i, item in enumerate(items)]
+
+
+# ── opening the lake's index ──────────────────────────────────────────────
+
+
+def open_retriever(lake: Lake, cfg: IndexConfig) -> Retriever:
+    if not lake.vectors_path.exists():
+        raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
+    embedder = make_embedder(cfg.embedder, lake.cache_dir / "embeddings")
+    store = open_vector_store(lake, embedder)
+    bm25 = BM25Index.load(lake.bm25_path) if lake.bm25_path.exists() else None
+    return Retriever(embedder, store, bm25)
+
+
+def open_vector_store(lake: Lake, embedder: Embedder) -> VectorStore:
+    """The lake's vector store, checked against the embedder that queries it."""
+    return VectorStore(lake.vectors_path, embedder.dim, model_id=embedder.model_id)
