@@ -46,8 +46,10 @@ def main() -> None:
 
     sentences = bench_sentences(args.texts, args.count)
     tokens = [len(e.ids) for e in load_tokenizer().encode_batch(sentences)]
-    print(f"{len(sentences)} sentences, MiniLM tokens mean {sum(tokens) / len(tokens):.1f} "
-          f"max {max(tokens)}; {usable_cores()} cores; load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(sentences)} sentences, MiniLM tokens mean {sum(tokens) / len(tokens):.1f} "
+        f"max {max(tokens)}; {usable_cores()} cores; load average {os.getloadavg()[0]:.2f}"
+    )
     for backend in args.backends:
         embedder = make_embedder(EmbedderSpec(backend=backend))  # type: ignore[arg-type]
         embedder.embed(sentences[:16])
@@ -58,8 +60,10 @@ def main() -> None:
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             if wall < best_wall:
                 best_wall, best_cpu = wall, cpu
-        print(f"{embedder.model_id:48s} {len(sentences) / best_wall:7.1f} sentences/s  "
-              f"(wall {best_wall:.2f} s, cpu {best_cpu:.2f} s)")
+        print(
+            f"{embedder.model_id:48s} {len(sentences) / best_wall:7.1f} sentences/s  "
+            f"(wall {best_wall:.2f} s, cpu {best_cpu:.2f} s)"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -51,13 +51,29 @@ QUERIES = [
     VisualQuery("How many FLOPs does the 152-layer ImageNet architecture need?", "resnet", 5, "table", "11.3"),
     VisualQuery("Classification error of ResNet-110 on the CIFAR-10 test set", "resnet", 7, "table", "6.43"),
     VisualQuery("mAP of ResNet-101 for object detection on the COCO validation set", "resnet", 8, "table", "27.2"),
-    VisualQuery("CIFAR-10 training error of the 56-layer plain network plotted against iterations", "resnet", 1, "image", "iter"),
-    VisualQuery("Training cost in FLOPs of the base Transformer model on English-to-German", "attention", 8, "table", "3.3"),
-    VisualQuery("F1 of the 4-layer Transformer semi-supervised on WSJ section 23 parsing", "attention", 9, "table", "92.7"),
-    VisualQuery("Which block follows each attention layer in the Transformer architecture diagram?",
-                "attention", 3, "image", "Add & Norm"),
-    VisualQuery("Which optional step sits between Scale and SoftMax in scaled dot-product attention?",
-                "attention", 4, "image", "Mask (opt.)"),
+    VisualQuery(
+        "CIFAR-10 training error of the 56-layer plain network plotted against iterations", "resnet", 1, "image", "iter"
+    ),
+    VisualQuery(
+        "Training cost in FLOPs of the base Transformer model on English-to-German", "attention", 8, "table", "3.3"
+    ),
+    VisualQuery(
+        "F1 of the 4-layer Transformer semi-supervised on WSJ section 23 parsing", "attention", 9, "table", "92.7"
+    ),
+    VisualQuery(
+        "Which block follows each attention layer in the Transformer architecture diagram?",
+        "attention",
+        3,
+        "image",
+        "Add & Norm",
+    ),
+    VisualQuery(
+        "Which optional step sits between Scale and SoftMax in scaled dot-product attention?",
+        "attention",
+        4,
+        "image",
+        "Mask (opt.)",
+    ),
     VisualQuery("Recall@1 of the Hybrid (Noise) retrieval pipeline", "slides", 16, "table", "79.49"),
 ]
 
@@ -114,8 +130,13 @@ def in_body_text(settings: KohakuSettings, q: VisualQuery) -> bool:
     index): then the query does not need the table or figure."""
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(settings.lake.table("document_tree", q.doc_id), columns=["page", "text", "attachment"]).to_pylist()
-    return any(r["page"] == q.page and r["attachment"] == "text" and q.answer.lower() in (r["text"] or "").lower() for r in rows)
+    rows = pq.read_table(
+        settings.lake.table("document_tree", q.doc_id), columns=["page", "text", "attachment"]
+    ).to_pylist()
+    return any(
+        r["page"] == q.page and r["attachment"] == "text" and q.answer.lower() in (r["text"] or "").lower()
+        for r in rows
+    )
 
 
 def main() -> None:
@@ -129,8 +150,10 @@ def main() -> None:
     corpus.mkdir(parents=True)
     ocr = OcrCaptioner()
     ocr.read_lines(_blank_png())  # load the OCR models before timing
-    print(f"{'document':<10} {'pages':>5} {'figures':>7} {'(raster':>7} {'vector)':>7} {'tables':>6} "
-          f"{'parse s':>7} {'find s/fig':>10} {'OCR s/fig':>9} {'OCR chars/fig':>13}")
+    print(
+        f"{'document':<10} {'pages':>5} {'figures':>7} {'(raster':>7} {'vector)':>7} {'tables':>6} "
+        f"{'parse s':>7} {'find s/fig':>10} {'OCR s/fig':>9} {'OCR chars/fig':>13}"
+    )
     for doc_id, name in PDFS.items():
         shutil.copyfile(args.pdfs / name, corpus / f"{doc_id}.pdf")
         raster, vector, tables, parse_s, find_s, images = extraction_stats(args.pdfs / name)
@@ -139,18 +162,26 @@ def main() -> None:
         ocr_s = (time.perf_counter() - started) / max(len(images), 1)
         with pymupdf.open(args.pdfs / name) as doc:
             pages = doc.page_count
-        print(f"{doc_id:<10} {pages:>5} {len(images):>7} {raster:>7} {vector:>7} {tables:>6} {parse_s:>7.1f} "
-              f"{find_s / max(raster + vector, 1):>10.2f} {ocr_s:>9.2f} {chars / max(len(images), 1):>13.0f}")
-    print("(figures and tables: the nodes the parser indexes; raster/vector: the figure finder alone, "
-          "tables not excluded; parse s: the whole PDF, layout, tables and figures)")
+        print(
+            f"{doc_id:<10} {pages:>5} {len(images):>7} {raster:>7} {vector:>7} {tables:>6} {parse_s:>7.1f} "
+            f"{find_s / max(raster + vector, 1):>10.2f} {ocr_s:>9.2f} {chars / max(len(images), 1):>13.0f}"
+        )
+    print(
+        "(figures and tables: the nodes the parser indexes; raster/vector: the figure finder alone, "
+        "tables not excluded; parse s: the whole PDF, layout, tables and figures)"
+    )
     with_media = build(work, corpus, "with_media", {"captioner": "ocr"})
     text_only = build(work, corpus, "text_only", {"captioner": "none", "media_nodes": False})
     print(f"\n{'query':<70} {'with':>5} {'without':>8} {'answer in body text':>20}")
     for q in QUERIES:
-        print(f"{q.question[:70]:<70} {rank_of(with_media, q, True):>5} {rank_of(text_only, q, False):>8} "
-              f"{'yes' if in_body_text(text_only, q) else 'no':>20}")
-    print("(rank of the node holding the answer: the table/figure node with caption and table nodes, "
-          "any node on that page containing the answer without them; '-' = not in the top 50)")
+        print(
+            f"{q.question[:70]:<70} {rank_of(with_media, q, True):>5} {rank_of(text_only, q, False):>8} "
+            f"{'yes' if in_body_text(text_only, q) else 'no':>20}"
+        )
+    print(
+        "(rank of the node holding the answer: the table/figure node with caption and table nodes, "
+        "any node on that page containing the answer without them; '-' = not in the top 50)"
+    )
 
 
 if __name__ == "__main__":

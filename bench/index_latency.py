@@ -81,7 +81,9 @@ def bench_vectors(workdir: Path, rows: int, dim: int, queries: int) -> None:
         build_s = time.perf_counter() - start
         n_sent, n_par = store.count("sentence"), store.count("paragraph")
         size_mb = path.stat().st_size / 1e6
-        print(f"vectors rows={n_sent} sentences + {n_par} paragraphs, dim={dim}: build {build_s:.1f} s, file {size_mb:.0f} MB")
+        print(
+            f"vectors rows={n_sent} sentences + {n_par} paragraphs, dim={dim}: build {build_s:.1f} s, file {size_mb:.0f} MB"
+        )
         qs = iter(unit_rows(rng, 10 * queries + 10, dim))
         some_docs = [f"doc{d}" for d in range(0, n_docs, max(1, n_docs // 10))][:10]
         cases: dict[str, Callable[[], object]] = {
@@ -89,7 +91,9 @@ def bench_vectors(workdir: Path, rows: int, dim: int, queries: int) -> None:
             "search paragraph k=10": lambda: store.search(next(qs), kinds=["paragraph"], k=10),
             "search sentence+paragraph k=10": lambda: store.search(next(qs), k=10),
             "search sentence+paragraph k=100": lambda: store.search(next(qs), k=100),
-            f"search sentence+paragraph k=10, {len(some_docs)} docs": lambda: store.search(next(qs), k=10, doc_ids=some_docs),
+            f"search sentence+paragraph k=10, {len(some_docs)} docs": lambda: store.search(
+                next(qs), k=10, doc_ids=some_docs
+            ),
             "count(sentence)": lambda: store.count("sentence"),
         }
         for name, fn in cases.items():
@@ -119,7 +123,9 @@ def bench_bm25(workdir: Path, paragraphs: int, queries: int) -> None:
     it = iter(query_tokens * 3)
     print(f"  rank_bm25 get_scores (8 terms): {ms(timed(lambda: okapi.get_scores(next(it)), queries - 1))}")
     it = iter(query_tokens * 3)
-    print(f"  BM25Index.search (8 terms, k=10): {ms(timed(lambda: index.search(' '.join(next(it)), k=10), queries - 1))}")
+    print(
+        f"  BM25Index.search (8 terms, k=10): {ms(timed(lambda: index.search(' '.join(next(it)), k=10), queries - 1))}"
+    )
     worst_diff = max(float(np.abs(index.scores(q) - okapi.get_scores(q)).max()) for q in query_tokens[:5])
     print(f"  max |score - rank_bm25 score| over 5 queries: {worst_diff:.1e}")
     path = workdir / "bm25.npz"

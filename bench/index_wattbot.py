@@ -77,7 +77,9 @@ def flat_baseline(wattbot: Path) -> tuple[BM25Index, dict[str, str]]:
 def change_one_document(corpus: Path, doc_id: str) -> None:
     path = corpus / f"{doc_id}.json"
     payload = json.loads(path.read_text(encoding="utf-8"))
-    payload["sections"][-1]["paragraphs"].append({"text": "Erratum added for the benchmark: the reported totals exclude idle power.", "metadata": {}})
+    payload["sections"][-1]["paragraphs"].append(
+        {"text": "Erratum added for the benchmark: the reported totals exclude idle power.", "metadata": {}}
+    )
     path.write_text(json.dumps(payload), encoding="utf-8")
 
 
@@ -92,8 +94,12 @@ def scale_run(wattbot: Path, work: Path, questions: list, copies: int) -> tuple[
     # (embedding itself is linear per sentence: see the cold run).
     shutil.copytree(work / "lake" / "cache", lake / "cache")
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "kohaku_assets.cli", "index", "--corpus", str(corpus), "--lake", str(lake), "--json"],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "kohaku_assets.cli", "index", "--corpus", str(corpus), "--lake", str(lake), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     seconds = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"scale run failed:\n{proc.stderr[-3000:]}")
@@ -108,8 +114,10 @@ def scale_run(wattbot: Path, work: Path, questions: list, copies: int) -> tuple[
         retriever.search([q.question], cfg)
     latency = (time.perf_counter() - t0) / len(questions)
     print(f"scale {copies}x: {summary['documents']} documents, nodes {summary['nodes']}")
-    print(f"scale {copies}x: index {seconds:.1f}s ({seconds / summary['documents']:.2f} s/document, embedding cache warm), "
-          f"peak RSS so far {peak_mb:.0f} MB, search {1000 * latency:.0f} ms/query")
+    print(
+        f"scale {copies}x: index {seconds:.1f}s ({seconds / summary['documents']:.2f} s/document, embedding cache warm), "
+        f"peak RSS so far {peak_mb:.0f} MB, search {1000 * latency:.0f} ms/query"
+    )
     return seconds, latency
 
 
@@ -129,10 +137,14 @@ def main() -> None:
         cold, summary = timed_index(settings)
         print(f"cold index: {cold:.1f}s for {summary['documents']} documents, nodes {summary['nodes']}")
         again, summary2 = timed_index(settings)
-        print(f"re-index, nothing changed: {again:.2f}s ({again / cold:.3f} of cold; recomputed {summary2['recomputed']})")
+        print(
+            f"re-index, nothing changed: {again:.2f}s ({again / cold:.3f} of cold; recomputed {summary2['recomputed']})"
+        )
         change_one_document(corpus, "strubell2019")
         one, summary3 = timed_index(settings)
-        print(f"re-index, one document changed: {one:.2f}s ({one / cold:.3f} of cold; recomputed {summary3['recomputed']})")
+        print(
+            f"re-index, one document changed: {one:.2f}s ({one / cold:.3f} of cold; recomputed {summary3['recomputed']})"
+        )
 
     questions = load_gold(args.wattbot / "train_QA.csv")
     retriever = open_retriever(settings.lake, settings.index_config())

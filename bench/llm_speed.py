@@ -59,12 +59,16 @@ def main() -> None:
     llm.complete(ChatRequest(long, max_tokens=1))
     t = llm.last_timings
     assert t is not None
-    print(f"prefill:    {t.prompt_tokens_evaluated} tokens in {t.prompt_ms / 1000:.2f}s "
-          f"= {t.prompt_tokens_evaluated / (t.prompt_ms / 1000):.1f} tok/s")
+    print(
+        f"prefill:    {t.prompt_tokens_evaluated} tokens in {t.prompt_ms / 1000:.2f}s "
+        f"= {t.prompt_tokens_evaluated / (t.prompt_ms / 1000):.1f} tok/s"
+    )
     llm.complete(ChatRequest((Message("user", "Write a long story about a lighthouse."),), max_tokens=64))
     t = llm.last_timings
-    print(f"generation: {t.generated_tokens} tokens in {t.generation_ms / 1000:.2f}s "
-          f"= {t.generated_tokens / (t.generation_ms / 1000):.1f} tok/s")
+    print(
+        f"generation: {t.generated_tokens} tokens in {t.generation_ms / 1000:.2f}s "
+        f"= {t.generated_tokens / (t.generation_ms / 1000):.1f} tok/s"
+    )
 
     one_prompt = context_prompt(llm, args.prompt_tokens, "b")  # fresh prompts: no cache help
     five_prompt = context_prompt(llm, args.prompt_tokens, "c")
@@ -80,9 +84,11 @@ def main() -> None:
     if failed:
         raise SystemExit(f"{len(failed)} of 5 runs failed: {failed[0]}")
     print(f"1 run  ({single.prompt_tokens}-token prompt): {one:.2f}s")
-    print(f"5 runs (same prompt, seeds 0-4): {five:.2f}s = {five / one:.2f}x one run "
-          f"(without reuse ~{5 * one:.1f}s); prompt tokens evaluated: "
-          f"{llm.prompt_tokens_evaluated - before} (vs {5 * single.prompt_tokens} without reuse)")
+    print(
+        f"5 runs (same prompt, seeds 0-4): {five:.2f}s = {five / one:.2f}x one run "
+        f"(without reuse ~{5 * one:.1f}s); prompt tokens evaluated: "
+        f"{llm.prompt_tokens_evaluated - before} (vs {5 * single.prompt_tokens} without reuse)"
+    )
     print("answers:", [r.text for r in results])
 
 

@@ -76,8 +76,11 @@ def main() -> None:
                 with_quotes += 1
                 found += evidence_found(g, items)
         n = len(questions)
-        print(f"{name:<44} doc@1={first / n:.3f}  doc in context={anywhere / n:.3f}  "
-              f"evidence={found / max(with_quotes, 1):.3f}", flush=True)
+        print(
+            f"{name:<44} doc@1={first / n:.3f}  doc in context={anywhere / n:.3f}  "
+            f"evidence={found / max(with_quotes, 1):.3f}",
+            flush=True,
+        )
 
     base = RetrievalConfig()
     for budget in (2000, 3000, 4000):
@@ -85,11 +88,22 @@ def main() -> None:
         cfg = dataclasses.replace(base, budget_chars=budget)
         row("flat BM25, question only", lambda q: flat(q, budget))
         row("kohaku, question only", lambda q: retriever.search([q.question], cfg))
-        for strategy, alpha, weight in [("combined", 0.5, 1.0), ("frequency", 0.5, 1.0), ("score", 0.5, 1.0),
-                                        ("combined", 0.25, 0.5), ("combined", 0.25, 0.25)]:
+        for strategy, alpha, weight in [
+            ("combined", 0.5, 1.0),
+            ("frequency", 0.5, 1.0),
+            ("score", 0.5, 1.0),
+            ("combined", 0.25, 0.5),
+            ("combined", 0.25, 0.25),
+        ]:
             c = dataclasses.replace(cfg, rerank=strategy, alpha=alpha, planned_query_weight=weight)
-            marker = "  (default)" if (strategy, alpha, weight) == (base.rerank, base.alpha, base.planned_query_weight) else ""
-            row(f"kohaku + planner, {strategy} a={alpha} w={weight}{marker}", lambda q: retriever.search(plans[q.id], c))
+            marker = (
+                "  (default)"
+                if (strategy, alpha, weight) == (base.rerank, base.alpha, base.planned_query_weight)
+                else ""
+            )
+            row(
+                f"kohaku + planner, {strategy} a={alpha} w={weight}{marker}", lambda q: retriever.search(plans[q.id], c)
+            )
 
 
 if __name__ == "__main__":

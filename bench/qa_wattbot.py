@@ -64,8 +64,10 @@ class FlatSearcher:
 
     def search(self, queries, cfg: RetrievalConfig) -> list[ContextItem]:
         hits = self.bm25.search(queries[0], cfg.top_k_final)
-        items = [ContextItem(node_id.split(":")[0], node_id, "chunk", None, score, self.texts[node_id])
-                 for node_id, score in hits]
+        items = [
+            ContextItem(node_id.split(":")[0], node_id, "chunk", None, score, self.texts[node_id])
+            for node_id, score in hits
+        ]
         return pack(items, cfg.budget_chars)
 
 
@@ -81,8 +83,10 @@ class System:
         if not asked:
             return f"{self.name:<14} (nothing yet)"
         r = score_predictions(asked, self.preds, self.known_ids)
-        return (f"{self.name:<14} n={len(asked):>3} final={r.final:.3f} value={r.value:.3f} ref={r.ref:.3f} "
-                f"na={r.na:.3f}  s/question={sum(self.seconds) / len(self.seconds):6.1f}")
+        return (
+            f"{self.name:<14} n={len(asked):>3} final={r.final:.3f} value={r.value:.3f} ref={r.ref:.3f} "
+            f"na={r.na:.3f}  s/question={sum(self.seconds) / len(self.seconds):6.1f}"
+        )
 
 
 def _rounded(x: float | None) -> float | None:
@@ -104,14 +108,22 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/qa_bench"), help="response cache (emptied first)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--quote-evidence", choices=QUOTE_EVIDENCE, default=GenerationPart.quote_evidence,
-                        help="kohaku's quote_evidence (an ablation; the naive baseline never quotes)")
-    parser.add_argument("--true-false-verdict", choices=TRUE_FALSE_VERDICTS,
-                        default=GenerationPart.true_false_verdict, help="kohaku's true_false_verdict (an ablation)")
+    parser.add_argument(
+        "--quote-evidence",
+        choices=QUOTE_EVIDENCE,
+        default=GenerationPart.quote_evidence,
+        help="kohaku's quote_evidence (an ablation; the naive baseline never quotes)",
+    )
+    parser.add_argument(
+        "--true-false-verdict",
+        choices=TRUE_FALSE_VERDICTS,
+        default=GenerationPart.true_false_verdict,
+        help="kohaku's true_false_verdict (an ablation)",
+    )
     parser.add_argument("--true-false-only", action="store_true", help="only the True/False statements")
     args = parser.parse_args()
 
-    questions = load_questions(args.wattbot / "train_QA.csv")[args.skip:]
+    questions = load_questions(args.wattbot / "train_QA.csv")[args.skip :]
     if args.true_false_only:
         questions = [q for q in questions if is_true_false(q)]
     if args.limit:
@@ -121,18 +133,27 @@ def main() -> None:
     inner = LlamaCppChat(model, n_ctx=4096, n_threads=args.threads)
 
     kohaku_cfg = QAConfig(questions=str(args.wattbot / "train_QA.csv"))
-    kohaku_cfg = replace(kohaku_cfg, generation=replace(kohaku_cfg.generation, quote_evidence=args.quote_evidence,
-                                                        true_false_verdict=args.true_false_verdict))
-    naive_cfg = replace(kohaku_cfg, retrieval=RetrievalPart(use_planner=False, search=kohaku_cfg.retrieval.search),
-                        generation=replace(kohaku_cfg.generation, max_retries=0, quote_evidence="off",
-                                           true_false_verdict="reply"))
+    kohaku_cfg = replace(
+        kohaku_cfg,
+        generation=replace(
+            kohaku_cfg.generation, quote_evidence=args.quote_evidence, true_false_verdict=args.true_false_verdict
+        ),
+    )
+    naive_cfg = replace(
+        kohaku_cfg,
+        retrieval=RetrievalPart(use_planner=False, search=kohaku_cfg.retrieval.search),
+        generation=replace(kohaku_cfg.generation, max_retries=0, quote_evidence="off", true_false_verdict="reply"),
+    )
     assert isinstance(naive_cfg.generation, GenerationPart)
     retriever = open_retriever(Lake(args.lake), IndexConfig())
     known = corpus_ids(Lake(args.lake))
     flat = FlatSearcher(*flat_baseline(args.wattbot))
-    print(f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
-          f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}; "
-          f"kohaku quote_evidence {args.quote_evidence}, true_false_verdict {args.true_false_verdict}", flush=True)
+    print(
+        f"{len(questions)} questions; model {model.name}, {inner.n_threads} threads; "
+        f"context budget {kohaku_cfg.retrieval.search.budget_chars} chars; runs {args.runs}; "
+        f"kohaku quote_evidence {args.quote_evidence}, true_false_verdict {args.true_false_verdict}",
+        flush=True,
+    )
 
     def one_pass(chat: CachedChat, verbose: bool) -> list[System]:
         naive, single = System("naive BM25", known), System("kohaku m=1", known)
@@ -152,18 +173,25 @@ def main() -> None:
             single.preds[q.id] = runs[0].answer
             single.seconds.append(shared + runs[0].seconds)
             for m, system in ensembles.items():
-                system.preds[q.id] = vote([r.answer for r in runs[:m]], kohaku_cfg.voting.mode,
-                                          kohaku_cfg.voting.ignore_blank, kohaku_cfg.voting.tiebreak)
+                system.preds[q.id] = vote(
+                    [r.answer for r in runs[:m]],
+                    kohaku_cfg.voting.mode,
+                    kohaku_cfg.voting.ignore_blank,
+                    kohaku_cfg.voting.tiebreak,
+                )
                 system.seconds.append(shared + sum(r.seconds for r in runs[:m]))
             if verbose:
                 gold = q.gold
-                print(f"[{n}/{len(questions)}] {q.id} gold={gold.answer_value if gold else '?'} "
-                      f"{list(gold.ref_id) if gold else ''} | naive={base.answer.answer_value} {list(base.answer.ref_id)} "
-                      f"{naive.seconds[-1]:.0f}s | kohaku={[r.answer.answer_value for r in runs]} "
-                      f"{list(runs[0].answer.ref_id)} k={runs[0].k_used} attempts={runs[0].attempts} "
-                      f"{single.seconds[-1]:.0f}s (+{sum(r.seconds for r in runs[1:]):.0f}s for runs 1-{len(runs) - 1}) "
-                      f"queries={list(queries[1:])}"
-                      + (f" verdict_logodds={_rounded(runs[0].verdict_logodds)}" if is_true_false(q) else ""), flush=True)
+                print(
+                    f"[{n}/{len(questions)}] {q.id} gold={gold.answer_value if gold else '?'} "
+                    f"{list(gold.ref_id) if gold else ''} | naive={base.answer.answer_value} {list(base.answer.ref_id)} "
+                    f"{naive.seconds[-1]:.0f}s | kohaku={[r.answer.answer_value for r in runs]} "
+                    f"{list(runs[0].answer.ref_id)} k={runs[0].k_used} attempts={runs[0].attempts} "
+                    f"{single.seconds[-1]:.0f}s (+{sum(r.seconds for r in runs[1:]):.0f}s for runs 1-{len(runs) - 1}) "
+                    f"queries={list(queries[1:])}"
+                    + (f" verdict_logodds={_rounded(runs[0].verdict_logodds)}" if is_true_false(q) else ""),
+                    flush=True,
+                )
                 report(systems, questions, f"after {n} questions")
         return systems
 
@@ -174,15 +202,20 @@ def main() -> None:
     print("\n== errors (the paper's taxonomy), per system", flush=True)
     for system in systems:
         asked = [q for q in questions if q.id in system.preds]
-        print(f"{system.name:<14} {score_predictions(asked, system.preds, system.known_ids).error_counts()}", flush=True)
+        print(
+            f"{system.name:<14} {score_predictions(asked, system.preds, system.known_ids).error_counts()}", flush=True
+        )
 
     second = CachedChat(inner, args.work / "llm")
     started = time.perf_counter()
     again = one_pass(second, verbose=False)
     same = all(a.preds == b.preds for a, b in zip(systems, again, strict=True))
-    print(f"\n== second pass through the response cache: {second.hits} of {second.hits + second.misses} "
-          f"LLM calls saved ({second.misses} made), {time.perf_counter() - started:.1f}s, "
-          f"identical answers: {same}", flush=True)
+    print(
+        f"\n== second pass through the response cache: {second.hits} of {second.hits + second.misses} "
+        f"LLM calls saved ({second.misses} made), {time.perf_counter() - started:.1f}s, "
+        f"identical answers: {same}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,13 @@ def evidence_fragments(supporting: str) -> tuple[str, ...]:
     if not supporting or supporting == "is_blank" or _LOCATOR.match(supporting):
         return ()
     quoted = _QUOTED.findall(supporting)
-    body = " ".join(quoted) if quoted else supporting.split(":", 1)[-1] if re.match(r"^\s*(section|table|figure)", supporting, re.I) else supporting
+    body = (
+        " ".join(quoted)
+        if quoted
+        else supporting.split(":", 1)[-1]
+        if re.match(r"^\s*(section|table|figure)", supporting, re.I)
+        else supporting
+    )
     fragments = [normalise(f) for f in _ELLIPSIS.split(body)]
     return tuple(f for f in fragments if len(f.split()) >= 3)
 
@@ -91,11 +97,15 @@ class Metrics:
 
     def row(self, name: str) -> str:
         ev = "  ".join(f"ev@{b}={v:.3f}" for b, v in sorted(self.evidence.items()))
-        return (f"{name:<28} R@1={self.recall_at_1:.3f}  R@5={self.recall_at_5:.3f}  MRR={self.mrr:.3f}  {ev}"
-                f"  ({self.n_questions} q, {self.n_evidence} with quotes, {1000 * self.seconds_per_query:.0f} ms/q)")
+        return (
+            f"{name:<28} R@1={self.recall_at_1:.3f}  R@5={self.recall_at_5:.3f}  MRR={self.mrr:.3f}  {ev}"
+            f"  ({self.n_questions} q, {self.n_evidence} with quotes, {1000 * self.seconds_per_query:.0f} ms/q)"
+        )
 
 
-def evaluate(questions: Sequence[GoldQuestion], ranked: Callable[[str], list[ContextItem]], budgets: Sequence[int]) -> Metrics:
+def evaluate(
+    questions: Sequence[GoldQuestion], ranked: Callable[[str], list[ContextItem]], budgets: Sequence[int]
+) -> Metrics:
     """`ranked(question)` returns the full ranked context before the budget cut."""
     import time
 
@@ -116,5 +126,12 @@ def evaluate(questions: Sequence[GoldQuestion], ranked: Callable[[str], list[Con
                 found[budget] += evidence_found(q, pack(items, budget))
     elapsed = time.perf_counter() - started
     n = max(len(questions), 1)
-    return Metrics(r1 / n, r5 / n, mrr / n, {b: found[b] / max(len(with_quotes), 1) for b in budgets},
-                   len(questions), len(with_quotes), elapsed / n)
+    return Metrics(
+        r1 / n,
+        r5 / n,
+        mrr / n,
+        {b: found[b] / max(len(with_quotes), 1) for b in budgets},
+        len(questions),
+        len(with_quotes),
+        elapsed / n,
+    )

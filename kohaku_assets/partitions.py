@@ -3,10 +3,13 @@
 from dagster import DynamicPartitionsDefinition
 
 # One partition per document id; the corpus sensor and `kohaku index` add and delete them.
-documents = DynamicPartitionsDefinition(name="documents")
+DOCUMENTS = "documents"
+documents = DynamicPartitionsDefinition(name=DOCUMENTS)
 # One partition per config file in the configs folder, and per ensemble spec file.
-configs = DynamicPartitionsDefinition(name="configs")
-ensemble_specs = DynamicPartitionsDefinition(name="ensemble_specs")
+CONFIGS = "configs"
+ENSEMBLE_SPECS = "ensemble_specs"
+configs = DynamicPartitionsDefinition(name=CONFIGS)
+ensemble_specs = DynamicPartitionsDefinition(name=ENSEMBLE_SPECS)
 
 INDEXING_GROUP = "indexing"
 ANSWERING_GROUP = "answering"

@@ -7,7 +7,6 @@ see the same lake, and its index settings are the ones the lake records. `ModelP
 serves every run of a process, so the embedded LLM loads once.
 """
 
-
 import os
 from pathlib import Path
 
@@ -31,7 +30,7 @@ def default_corpus() -> str:
     return os.environ.get("KOHAKU_CORPUS", str(Path(default_lake()) / "sample_corpus"))
 
 
-class KohakuSettings(ConfigurableResource):  # type: ignore[misc]
+class KohakuSettings(ConfigurableResource):
     lake_root: str = ""
     corpus_dir: str = ""
     index_config_file: str = ""

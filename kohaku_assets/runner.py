@@ -24,7 +24,7 @@ from dagster import (
 )
 
 from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, QA_ASSETS, cross_ensemble, leaderboard
-from kohaku_assets.partitions import configs, documents, ensemble_specs
+from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_of, spec_of
@@ -83,11 +83,23 @@ def embedder_for(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) -
     return models.embedder(settings.index_config().embedder, settings.lake)
 
 
-def _run(settings: KohakuSettings, models: ModelPool, assets: Sequence[AssetsDefinition],
-         selection: Sequence[AssetsDefinition], partition_key: str | None = None) -> ExecuteInProcessResult:
-    return materialize(list(assets), selection=list(selection), partition_key=partition_key,
-                       instance=instance_for(settings.lake.root), resources=resources_for(settings, models),
-                       raise_on_error=False, tags={"kohaku/trigger": "cli"}, run_config=QUIET)
+def _run(
+    settings: KohakuSettings,
+    models: ModelPool,
+    assets: Sequence[AssetsDefinition],
+    selection: Sequence[AssetsDefinition],
+    partition_key: str | None = None,
+) -> ExecuteInProcessResult:
+    return materialize(
+        list(assets),
+        selection=list(selection),
+        partition_key=partition_key,
+        instance=instance_for(settings.lake.root),
+        resources=resources_for(settings, models),
+        raise_on_error=False,
+        tags={"kohaku/trigger": "cli"},
+        run_config=QUIET,
+    )
 
 
 def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str]) -> None:
@@ -124,8 +136,9 @@ class IndexReport:
         }
 
 
-def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = print,
-              models: ModelPool = PROCESS_MODELS) -> IndexReport:
+def run_index(
+    settings: KohakuSettings, *, progress: Callable[[str], None] = print, models: ModelPool = PROCESS_MODELS
+) -> IndexReport:
     """Index what changed in the corpus. Index settings given by file become the lake's
     settings (what changed recomputes); without one, the lake's recorded settings hold."""
     started = time.perf_counter()
@@ -137,12 +150,12 @@ def run_index(settings: KohakuSettings, *, progress: Callable[[str], None] = pri
     scan = scan_corpus(settings.corpus, lake.sources_dir)
     for name, why in scan.skipped.items():
         progress(f"skipping {name}: {why}")
-    registered = set(instance.get_dynamic_partitions(documents.name))
+    registered = set(instance.get_dynamic_partitions(DOCUMENTS))
     plan = ix.plan_index(scan, lake, cfg, registered)
-    _register(settings, documents.name, sorted(set(scan.documents) | set(scan.missing)))
+    _register(settings, DOCUMENTS, sorted(set(scan.documents) | set(scan.missing)))
     for doc_id in plan.remove:
         if doc_id in registered:
-            instance.delete_dynamic_partition(documents.name, doc_id)
+            instance.delete_dynamic_partition(DOCUMENTS, doc_id)
         ix.remove_document(lake, doc_id)
         progress(f"removed {doc_id}")
     # Listed in metadata.csv with a URL but absent locally: the source asset fetches them.
@@ -193,26 +206,28 @@ def _leaderboard(settings: KohakuSettings, models: ModelPool) -> None:
         raise RuntimeError(f"leaderboard: {failure_message(board)}")
 
 
-def run_config(settings: KohakuSettings, name: str, *, leaderboard_too: bool = True,
-               models: ModelPool = PROCESS_MODELS) -> QAReport:
+def run_config(
+    settings: KohakuSettings, name: str, *, leaderboard_too: bool = True, models: ModelPool = PROCESS_MODELS
+) -> QAReport:
     """Materialize one config's partition (what is stored is reused) and the leaderboard."""
     started = time.perf_counter()
     cfg = config_of(settings.lake, name)
-    _register(settings, str(configs.name), [name])
+    _register(settings, CONFIGS, [name])
     result = _run(settings, models, QA_ASSETS, PER_CONFIG, name)
     if not result.success:
         raise RuntimeError(f"config {name}: {failure_message(result)}")
     if leaderboard_too:
         _leaderboard(settings, models)
-    return QAReport(name, st.keys_for(settings.lake, cfg), materialization_metadata(result),
-                    time.perf_counter() - started)
+    return QAReport(
+        name, st.keys_for(settings.lake, cfg), materialization_metadata(result), time.perf_counter() - started
+    )
 
 
 def run_ensemble(settings: KohakuSettings, name: str, *, models: ModelPool = PROCESS_MODELS) -> dict[str, Any]:
     """Materialize one spec's partition (its members must be stored) and the leaderboard;
     returns the cross_ensemble materialization metadata."""
     spec_of(settings.lake, name)  # a clear error for a missing or broken spec, before Dagster
-    _register(settings, str(ensemble_specs.name), [name])
+    _register(settings, ENSEMBLE_SPECS, [name])
     result = _run(settings, models, [*QA_ASSETS, cross_ensemble], [cross_ensemble], name)
     if not result.success:
         raise RuntimeError(f"ensemble {name}: {failure_message(result)}")

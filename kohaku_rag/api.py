@@ -1,10 +1,10 @@
 """The Python API: open a built lake, search it, ask it; index a corpus without Dagster.
 
-    import kohaku_rag as kr
-    rag = kr.open("data_lake")                       # the built index, its own settings
-    rag.search("What was the PUE?", budget_chars=4000)   # snippets with node ids, pages, scores
-    rag.ask("What was the PUE?", config="default")       # answer, value, unit, refs, cited nodes
-    kr.index("path/to/docs", "data_lake")            # build or update the lake
+import kohaku_rag as kr
+rag = kr.open("data_lake")                       # the built index, its own settings
+rag.search("What was the PUE?", budget_chars=4000)   # snippets with node ids, pages, scores
+rag.ask("What was the PUE?", config="default")       # answer, value, unit, refs, cited nodes
+kr.index("path/to/docs", "data_lake")            # build or update the lake
 """
 
 from __future__ import annotations
@@ -44,8 +44,17 @@ class AskResult:
     @classmethod
     def of(cls, question: str, pred: Prediction) -> AskResult:
         a = pred.answer
-        return cls(question, a.answer, a.answer_value, a.answer_unit, a.ref_id, a.explanation, a.is_blank,
-                   tuple(pred.cited()), pred)
+        return cls(
+            question,
+            a.answer,
+            a.answer_value,
+            a.answer_unit,
+            a.ref_id,
+            a.explanation,
+            a.is_blank,
+            tuple(pred.cited()),
+            pred,
+        )
 
 
 class Rag:
@@ -56,8 +65,14 @@ class Rag:
         self.index_config = index_config
         self.models = models or ModelPool()
 
-    def search(self, question: str, *, budget_chars: int | None = None, k: int | None = None,
-               config: RetrievalConfig | None = None) -> list[ContextItem]:
+    def search(
+        self,
+        question: str,
+        *,
+        budget_chars: int | None = None,
+        k: int | None = None,
+        config: RetrievalConfig | None = None,
+    ) -> list[ContextItem]:
         """The context an answerer would see: ranked snippets within `budget_chars`."""
         cfg = config or RetrievalConfig()
         if budget_chars is not None:
@@ -66,15 +81,20 @@ class Rag:
             cfg = dataclasses.replace(cfg, top_k_final=k)
         return self.models.retriever(self.lake, self.index_config).search([question], cfg)
 
-    def ask(self, question: str, *, config: str | Path | QAConfig | None = None, unit: str = "is_blank",
-            seed: int = 0) -> AskResult:
+    def ask(
+        self, question: str, *, config: str | Path | QAConfig | None = None, unit: str = "is_blank", seed: int = 0
+    ) -> AskResult:
         """Plan, retrieve and answer one question with one run. `config` is a config name in
         the lake's configs folder, a config file, a QAConfig, or None for the defaults."""
         cfg = self._config(config)
-        pred = answer_question(Question(id="ask", question=question, answer_unit=unit),
-                               self.models.retriever(self.lake, self.index_config),
-                               self.models.chat(cfg.generation.llm, self.lake), cfg, seed=seed,
-                               images=lambda h: self.lake.blob(h).read_bytes())
+        pred = answer_question(
+            Question(id="ask", question=question, answer_unit=unit),
+            self.models.retriever(self.lake, self.index_config),
+            self.models.chat(cfg.generation.llm, self.lake),
+            cfg,
+            seed=seed,
+            images=lambda h: self.lake.blob(h).read_bytes(),
+        )
         return AskResult.of(question, pred)
 
     def _config(self, config: str | Path | QAConfig | None) -> QAConfig:
@@ -93,13 +113,20 @@ def open(lake: str | Path = "data_lake", *, index_config: IndexConfig | None = N
     is refused: an index is searched with the embedder it was built with)."""
     where = Lake(Path(lake).resolve())
     if not where.vectors_path.exists():
-        raise FileNotFoundError(f"no index in {where.root}: build one with kohaku_rag.index(corpus, lake) "
-                                f"or `kohaku index --lake {where.root}`")
+        raise FileNotFoundError(
+            f"no index in {where.root}: build one with kohaku_rag.index(corpus, lake) "
+            f"or `kohaku index --lake {where.root}`"
+        )
     return Rag(where, resolve_index_config(where, index_config, "index_config"))
 
 
-def index(corpus: str | Path, lake: str | Path = "data_lake", *, index_config: IndexConfig | None = None,
-          progress: Progress = print) -> IndexSummary:
+def index(
+    corpus: str | Path,
+    lake: str | Path = "data_lake",
+    *,
+    index_config: IndexConfig | None = None,
+    progress: Progress = print,
+) -> IndexSummary:
     """Build or update the lake from a corpus folder, recomputing only what changed
     (without Dagster; `kohaku index` does the same through Dagster runs)."""
     return index_corpus(Path(corpus).resolve(), Lake(Path(lake).resolve()), index_config, progress=progress)

@@ -19,7 +19,7 @@ CONFIG_SUFFIXES = (".toml", ".json")
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:
-    payload = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) else obj
+    payload = dataclasses.asdict(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else obj
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:length]
 

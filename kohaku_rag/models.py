@@ -35,7 +35,7 @@ class ModelPool:
         with self._lock:
             if key not in self._items:
                 self._items[key] = build()
-            return self._items[key]  # type: ignore[no-any-return]
+            return self._items[key]
 
     def embedder(self, spec: EmbedderSpec, lake: Lake) -> Embedder:
         cache = lake.cache_dir / "embeddings"
@@ -62,9 +62,15 @@ class ModelPool:
             return self._get(("ocr",), OcrCaptioner)
         if not (cfg.vision_base_url and cfg.vision_model):
             raise ValueError("captioner = 'vision' needs vision_base_url and vision_model in the index config")
-        return VisionLLMCaptioner(cfg.vision_base_url, cfg.vision_model, api_key_env=cfg.vision_api_key_env,
-                                  prompt=cfg.vision_prompt or CAPTION_PROMPT, max_concurrent=cfg.vision_max_concurrent,
-                                  timeout=cfg.vision_timeout, max_retries=cfg.vision_max_retries)
+        return VisionLLMCaptioner(
+            cfg.vision_base_url,
+            cfg.vision_model,
+            api_key_env=cfg.vision_api_key_env,
+            prompt=cfg.vision_prompt or CAPTION_PROMPT,
+            max_concurrent=cfg.vision_max_concurrent,
+            timeout=cfg.vision_timeout,
+            max_retries=cfg.vision_max_retries,
+        )
 
 
 def _mtime(path: Path) -> int | None:

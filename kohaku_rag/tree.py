@@ -98,12 +98,6 @@ def sentence_id(doc_id: str, i: int, j: int, k: int) -> str:
     return f"{doc_id}:sec{i}:p{j}:s{k}"
 
 
-def parent_of(node_id: str) -> str | None:
-    """The parent id is the id with its last `:`-part removed (None for a document)."""
-    head, sep, _ = node_id.rpartition(":")
-    return head if sep else None
-
-
 def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]]) -> list[Node]:
     """Nodes in pre-order. Empty paragraphs and untitled empty sections are dropped; a figure
     without caption text keeps one empty-text sentence-free paragraph so its
@@ -234,7 +228,7 @@ def table_to_nodes(table: pa.Table) -> list[Node]:
             title=r["title"],
             text=r["text"],
             page=r["page"],
-            bbox=tuple(r["bbox"]) if r["bbox"] is not None else None,  # type: ignore[arg-type]
+            bbox=tuple(r["bbox"]) if r["bbox"] is not None else None,
             attachment=Attachment(r["attachment"]),
             media_hash=r["media_hash"],
         )

@@ -7,7 +7,6 @@ go. Every asset stores its table under the hash of what made it
 its edit changed; the others report `reused`.
 """
 
-
 import time
 from pathlib import Path
 
@@ -30,23 +29,37 @@ def _calls(chat: ChatModel) -> tuple[int, int]:
     return getattr(chat, "hits", 0), getattr(chat, "misses", 0)
 
 
-@asset(partitions_def=configs, group_name=GROUP, code_version="1",
-       description="The config's WattBot-format question file (its path is part of the config).")
+@asset(
+    partitions_def=configs,
+    group_name=GROUP,
+    code_version="1",
+    description="The config's WattBot-format question file (its path is part of the config).",
+)
 def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     cfg = config_of(settings.lake, context.partition_key)
     questions = load_questions(cfg.questions)
     sha = st.file_sha(Path(cfg.questions))
     return MaterializeResult(
-        metadata={"path": cfg.questions, "questions": len(questions), "with_gold": sum(q.gold is not None for q in questions),
-                  "content_hash": sha},
+        metadata={
+            "path": cfg.questions,
+            "questions": len(questions),
+            "with_gold": sum(q.gold is not None for q in questions),
+            "content_hash": sha,
+        },
         data_version=DataVersion(sha),
     )
 
 
-@asset(partitions_def=configs, group_name=GROUP, deps=[question_set], code_version="1",
-       description="Planned queries and retrieved context per question, stored by retrieval hash.")
-def retrievals(context: AssetExecutionContext, settings: KohakuSettings,
-               models: ResourceParam[ModelPool]) -> MaterializeResult:
+@asset(
+    partitions_def=configs,
+    group_name=GROUP,
+    deps=[question_set],
+    code_version="1",
+    description="Planned queries and retrieved context per question, stored by retrieval hash.",
+)
+def retrievals(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
     started = time.perf_counter()
     lake = settings.lake
     cfg = config_of(settings.lake, context.partition_key)
@@ -56,22 +69,35 @@ def retrievals(context: AssetExecutionContext, settings: KohakuSettings,
     if not reused:
         questions = load_questions(cfg.questions)
         chat = models.chat(cfg.generation.llm, lake) if cfg.retrieval.use_planner else None
-        rows = st.compute_retrievals(questions, cfg, models.retriever(lake, settings.index_config()), chat,
-                                     progress=context.log.debug)
+        rows = st.compute_retrievals(
+            questions, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
+        )
         st.write_rows(rows, path, {"retrieval_hash": cfg.retrieval_hash})
     table = st.read_retrievals(path)
     return MaterializeResult(
-        metadata={"reused": reused, "key": keys.retrieval, "retrieval_hash": cfg.retrieval_hash, "path": str(path),
-                  "questions": len(table), "mean_snippets": round(sum(len(r.context) for r in table.values()) / max(len(table), 1), 2),
-                  "seconds": round(time.perf_counter() - started, 3)},
+        metadata={
+            "reused": reused,
+            "key": keys.retrieval,
+            "retrieval_hash": cfg.retrieval_hash,
+            "path": str(path),
+            "questions": len(table),
+            "mean_snippets": round(sum(len(r.context) for r in table.values()) / max(len(table), 1), 2),
+            "seconds": round(time.perf_counter() - started, 3),
+        },
         data_version=DataVersion(keys.retrieval),
     )
 
 
-@asset(partitions_def=configs, group_name=GROUP, deps=[retrievals], code_version="1",
-       description="Answers of runs 0..m-1 (seed = run), stored per run by generation hash.")
-def predictions(context: AssetExecutionContext, settings: KohakuSettings,
-                models: ResourceParam[ModelPool]) -> MaterializeResult:
+@asset(
+    partitions_def=configs,
+    group_name=GROUP,
+    deps=[retrievals],
+    code_version="1",
+    description="Answers of runs 0..m-1 (seed = run), stored per run by generation hash.",
+)
+def predictions(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
     started = time.perf_counter()
     lake = settings.lake
     cfg = config_of(settings.lake, context.partition_key)
@@ -83,28 +109,51 @@ def predictions(context: AssetExecutionContext, settings: KohakuSettings,
         chat = models.chat(cfg.generation.llm, lake)
         before = _calls(chat)
         retrieved = st.read_retrievals(st.retrieval_path(lake, keys.retrieval))
-        computed = st.compute_runs(questions, retrieved, cfg, models.retriever(lake, settings.index_config()),
-                                   chat, todo, progress=context.log.debug, images=lambda h: lake.blob(h).read_bytes())
+        computed = st.compute_runs(
+            questions,
+            retrieved,
+            cfg,
+            models.retriever(lake, settings.index_config()),
+            chat,
+            todo,
+            progress=context.log.debug,
+            images=lambda h: lake.blob(h).read_bytes(),
+        )
         for run, preds in computed.items():
-            st.write_rows([p.as_row() for p in preds], st.run_path(lake, keys.prediction, run),
-                          {"generation_hash": cfg.generation_hash, "run": str(run)})
+            st.write_rows(
+                [p.as_row() for p in preds],
+                st.run_path(lake, keys.prediction, run),
+                {"generation_hash": cfg.generation_hash, "run": str(run)},
+            )
         after = _calls(chat)
         hits, misses = after[0] - before[0], after[1] - before[1]
     runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]
     rows = [p for run in runs for p in run]
     return MaterializeResult(
-        metadata={"reused": not todo, "computed_runs": MetadataValue.json(todo), "key": keys.prediction,
-                  "generation_hash": cfg.generation_hash, "runs": cfg.voting.runs, "rows": len(rows),
-                  "blank_rate": round(sum(p.answer.is_blank for p in rows) / max(len(rows), 1), 4),
-                  "mean_attempts": round(sum(p.attempts for p in rows) / max(len(rows), 1), 3),
-                  "llm_calls": misses, "llm_cache_hits": hits,
-                  "seconds": round(time.perf_counter() - started, 3)},
+        metadata={
+            "reused": not todo,
+            "computed_runs": MetadataValue.json(todo),
+            "key": keys.prediction,
+            "generation_hash": cfg.generation_hash,
+            "runs": cfg.voting.runs,
+            "rows": len(rows),
+            "blank_rate": round(sum(p.answer.is_blank for p in rows) / max(len(rows), 1), 4),
+            "mean_attempts": round(sum(p.attempts for p in rows) / max(len(rows), 1), 3),
+            "llm_calls": misses,
+            "llm_cache_hits": hits,
+            "seconds": round(time.perf_counter() - started, 3),
+        },
         data_version=DataVersion(f"{keys.prediction}:{cfg.voting.runs}"),
     )
 
 
-@asset(partitions_def=configs, group_name=GROUP, deps=[predictions], code_version="1",
-       description="The m runs voted into one answer per question, stored by voting hash.")
+@asset(
+    partitions_def=configs,
+    group_name=GROUP,
+    deps=[predictions],
+    code_version="1",
+    description="The m runs voted into one answer per question, stored by voting hash.",
+)
 def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake = settings.lake
     cfg = config_of(settings.lake, context.partition_key)
@@ -116,15 +165,27 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
         st.write_rows(st.answer_rows(st.ensemble(runs, cfg)), path, {"voting_hash": cfg.voting_hash})
     answers = st.read_answers(path)
     return MaterializeResult(
-        metadata={"reused": reused, "key": keys.ensemble, "voting_hash": cfg.voting_hash, "path": str(path),
-                  "mode": cfg.voting.mode, "runs": cfg.voting.runs, "answers": len(answers),
-                  "blank": sum(a.is_blank for a in answers.values())},
+        metadata={
+            "reused": reused,
+            "key": keys.ensemble,
+            "voting_hash": cfg.voting_hash,
+            "path": str(path),
+            "mode": cfg.voting.mode,
+            "runs": cfg.voting.runs,
+            "answers": len(answers),
+            "blank": sum(a.is_blank for a in answers.values()),
+        },
         data_version=DataVersion(keys.ensemble),
     )
 
 
-@asset(partitions_def=configs, group_name=GROUP, deps=[ensembles], code_version="1",
-       description="WattBot score of the ensemble (when the question file has gold answers).")
+@asset(
+    partitions_def=configs,
+    group_name=GROUP,
+    deps=[ensembles],
+    code_version="1",
+    description="WattBot score of the ensemble (when the question file has gold answers).",
+)
 def scores(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake = settings.lake
     cfg = config_of(settings.lake, context.partition_key)
@@ -134,22 +195,36 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     path = st.score_path(lake, keys.ensemble)
     if scored is None:
         write_parquet_atomic(pa.table({"id": pa.array([], pa.string())}), path)
-        return MaterializeResult(metadata={"scored": False, "reason": f"{cfg.questions} has no gold answers"},
-                                 data_version=DataVersion(keys.ensemble))
+        return MaterializeResult(
+            metadata={"scored": False, "reason": f"{cfg.questions} has no gold answers"},
+            data_version=DataVersion(keys.ensemble),
+        )
     report, rows = scored
     st.write_rows(rows, path, {"final": str(report.final)})
     return MaterializeResult(
-        metadata={"scored": True, "final": round(report.final, 4), "value": round(report.value, 4),
-                  "ref": round(report.ref, 4), "na": round(report.na, 4), "questions": len(rows),
-                  "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
-                  "errors": MetadataValue.json(report.error_counts()),
-                  "worst": MetadataValue.md(st.worst_table(rows)), "path": str(path)},
+        metadata={
+            "scored": True,
+            "final": round(report.final, 4),
+            "value": round(report.value, 4),
+            "ref": round(report.ref, 4),
+            "na": round(report.na, 4),
+            "questions": len(rows),
+            "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
+            "errors": MetadataValue.json(report.error_counts()),
+            "worst": MetadataValue.md(st.worst_table(rows)),
+            "path": str(path),
+        },
         data_version=DataVersion(f"{keys.ensemble}:{report.final:.6f}"),
     )
 
 
-@asset(partitions_def=configs, group_name=GROUP, deps=[ensembles], code_version="1",
-       description="The ensemble as a WattBot submission CSV: <lake>/qa/submissions/<config>.csv.")
+@asset(
+    partitions_def=configs,
+    group_name=GROUP,
+    deps=[ensembles],
+    code_version="1",
+    description="The ensemble as a WattBot submission CSV: <lake>/qa/submissions/<config>.csv.",
+)
 def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, name = settings.lake, context.partition_key
     cfg = config_of(settings.lake, name)
@@ -159,12 +234,17 @@ def submission(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     urls = ref_urls_for(settings.corpus, answers)
     path = write_submission_csv(st.submission_path(lake, name), questions, answers, urls)
     head = to_submission_rows(answers, questions[:5], urls)
-    preview = "\n".join(["| id | answer_value | answer_unit | ref_id |", "|---|---|---|---|"]
-                        + [f"| {r['id']} | {r['answer_value']} | {r['answer_unit']} | {r['ref_id']} |" for r in head])
+    preview = "\n".join(
+        ["| id | answer_value | answer_unit | ref_id |", "|---|---|---|---|"]
+        + [f"| {r['id']} | {r['answer_value']} | {r['answer_unit']} | {r['ref_id']} |" for r in head]
+    )
     return MaterializeResult(
-        metadata={"path": str(path), "rows": len(questions), "blank": sum(1 for q in questions if q.id not in answers
-                                                                          or answers[q.id].is_blank),
-                  "preview": MetadataValue.md(preview)},
+        metadata={
+            "path": str(path),
+            "rows": len(questions),
+            "blank": sum(1 for q in questions if q.id not in answers or answers[q.id].is_blank),
+            "preview": MetadataValue.md(preview),
+        },
         data_version=DataVersion(keys.ensemble),
     )
 

@@ -5,12 +5,12 @@ metadata. The lake is written by the library (Parquet by partition, atomically),
 assets declare their upstreams with `deps`. The tree's checks sit beside it.
 """
 
-
 import base64
 import io
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 from dagster import (
     AssetCheckResult,
@@ -29,7 +29,7 @@ from kohaku_assets.partitions import INDEXING_GROUP, documents
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
-from kohaku_rag.indexing.corpus import DocumentMeta, SourceDocument, resolve_source
+from kohaku_rag.indexing.corpus import DocFormat, DocumentMeta, SourceDocument, resolve_source
 from kohaku_rag.models import ModelPool
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
@@ -38,7 +38,7 @@ def recorded_source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
     """The source as `source_document` recorded it, so later steps read the same bytes' hash."""
     row = ix.read_source(settings.lake, doc_id)
     meta = DocumentMeta(doc_id, row["title"] if row["title"] != doc_id else "", row["url"])
-    return SourceDocument(doc_id, Path(row["path"]), row["format"], row["content_hash"], meta)
+    return SourceDocument(doc_id, Path(row["path"]), cast(DocFormat, row["format"]), row["content_hash"], meta)
 
 
 def _sample_table(nodes: list[Node], limit: int = 5) -> str:
@@ -50,14 +50,22 @@ def _sample_table(nodes: list[Node], limit: int = 5) -> str:
     return "\n".join(rows)
 
 
-@asset(partitions_def=documents, group_name=INDEXING_GROUP, code_version="1",
-       description="The document's file and content hash.")
+@asset(
+    partitions_def=documents,
+    group_name=INDEXING_GROUP,
+    code_version="1",
+    description="The document's file and content hash.",
+)
 def source_document(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     source = resolve_source(settings.corpus, settings.lake.sources_dir, context.partition_key)
     ix.write_source(settings.lake, source)
     return MaterializeResult(
-        metadata={"path": str(source.path), "format": source.format, "title": source.title,
-                  "content_hash": source.content_hash},
+        metadata={
+            "path": str(source.path),
+            "format": source.format,
+            "title": source.title,
+            "content_hash": source.content_hash,
+        },
         data_version=DataVersion(source.content_hash),
     )
 
@@ -94,8 +102,11 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
         },
         data_version=DataVersion(ix.tree_version(source.content_hash, cfg)),
         check_results=[
-            AssetCheckResult(check_name="tree_not_empty", passed=kinds.get("sentence", 0) > 0,
-                             metadata={"sentences": kinds.get("sentence", 0)}),
+            AssetCheckResult(
+                check_name="tree_not_empty",
+                passed=kinds.get("sentence", 0) > 0,
+                metadata={"sentences": kinds.get("sentence", 0)},
+            ),
             AssetCheckResult(
                 check_name="parents_exist",
                 passed=not orphans,
@@ -125,9 +136,16 @@ def _thumbnails(settings: KohakuSettings, hashes: list[str]) -> str:
     return "\n\n".join(parts) or "(no figures)"
 
 
-@asset(partitions_def=documents, group_name=INDEXING_GROUP, deps=[document_tree], code_version="1",
-       description="Figure captions: PDF caption + OCR text (offline) or a vision model's description.")
-def captions(context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]) -> MaterializeResult:
+@asset(
+    partitions_def=documents,
+    group_name=INDEXING_GROUP,
+    deps=[document_tree],
+    code_version="1",
+    description="Figure captions: PDF caption + OCR text (offline) or a vision model's description.",
+)
+def captions(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
     started = time.perf_counter()
     doc_id, lake, cfg = context.partition_key, settings.lake, settings.index_config()
     nodes = ix.read_tree(lake, doc_id)
@@ -156,10 +174,16 @@ def captions(context: AssetExecutionContext, settings: KohakuSettings, models: R
     )
 
 
-@asset(partitions_def=documents, group_name=INDEXING_GROUP, deps=[document_tree, captions],
-       code_version=ix.EMBED_VERSION, description="Sentence vectors (cached by model and text hash).")
-def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings,
-                    models: ResourceParam[ModelPool]) -> MaterializeResult:
+@asset(
+    partitions_def=documents,
+    group_name=INDEXING_GROUP,
+    deps=[document_tree, captions],
+    code_version=ix.EMBED_VERSION,
+    description="Sentence vectors (cached by model and text hash).",
+)
+def leaf_embeddings(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
     started = time.perf_counter()
     cfg = settings.index_config()
     embedder = models.embedder(cfg.embedder, settings.lake)
@@ -183,11 +207,15 @@ def leaf_embeddings(context: AssetExecutionContext, settings: KohakuSettings,
     deps=[leaf_embeddings],
     code_version=ix.EMBED_VERSION,
     description="Vectors for every node: parents are the length-weighted mean of their children.",
-    check_specs=[AssetCheckSpec("vector_dims_agree", asset="node_embeddings",
-                                description="All vectors have the embedder's dimension.")],
+    check_specs=[
+        AssetCheckSpec(
+            "vector_dims_agree", asset="node_embeddings", description="All vectors have the embedder's dimension."
+        )
+    ],
 )
-def node_embeddings(context: AssetExecutionContext, settings: KohakuSettings,
-                    models: ResourceParam[ModelPool]) -> MaterializeResult:
+def node_embeddings(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
     cfg = settings.index_config()
     kinds, matrix, version = ix.propagate_document(settings.lake, context.partition_key, cfg)
     dim = models.embedder(cfg.embedder, settings.lake).dim
@@ -195,14 +223,22 @@ def node_embeddings(context: AssetExecutionContext, settings: KohakuSettings,
         metadata={**{f"vectors/{k}": v for k, v in sorted(Counter(kinds).items())}, "dim": int(matrix.shape[1])},
         data_version=DataVersion(version),
         check_results=[
-            AssetCheckResult(check_name="vector_dims_agree", passed=int(matrix.shape[1]) == dim,
-                             metadata={"stored_dim": int(matrix.shape[1]), "embedder_dim": dim})
+            AssetCheckResult(
+                check_name="vector_dims_agree",
+                passed=int(matrix.shape[1]) == dim,
+                metadata={"stored_dim": int(matrix.shape[1]), "embedder_dim": dim},
+            )
         ],
     )
 
 
-@asset(partitions_def=documents, group_name=INDEXING_GROUP, deps=[node_embeddings], code_version="1",
-       description="Nodes, vectors and BM25 text of one document: what the indexes are assembled from.")
+@asset(
+    partitions_def=documents,
+    group_name=INDEXING_GROUP,
+    deps=[node_embeddings],
+    code_version="1",
+    description="Nodes, vectors and BM25 text of one document: what the indexes are assembled from.",
+)
 def index_rows(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     table, version = ix.write_index_rows(settings.lake, context.partition_key, settings.index_config())
     return MaterializeResult(metadata={"rows": table.num_rows}, data_version=DataVersion(version))

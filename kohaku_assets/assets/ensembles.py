@@ -5,7 +5,6 @@ their stored runs (or their own ensembles) into one answer per question and scor
 never asking an LLM (kohaku_rag.answering.cross_ensemble).
 """
 
-
 import time
 
 from dagster import (
@@ -29,9 +28,13 @@ from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 
 
-@asset(partitions_def=ensemble_specs, group_name=ANSWERING_GROUP, code_version="1",
-       deps=[AssetDep(ensembles, partition_mapping=AllPartitionMapping())],
-       description="One vote over the runs (or ensembles) of the configs an ensemble spec names, and its score.")
+@asset(
+    partitions_def=ensemble_specs,
+    group_name=ANSWERING_GROUP,
+    code_version="1",
+    deps=[AssetDep(ensembles, partition_mapping=AllPartitionMapping())],
+    description="One vote over the runs (or ensembles) of the configs an ensemble spec names, and its score.",
+)
 def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     name, lake = context.partition_key, settings.lake
@@ -43,19 +46,30 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
         raise Failure(str(exc)) from exc
     answers, reused = vote_spec(lake, spec, pool)
     metadata: dict[str, object] = {
-        "reused": reused, "key": pool.key, "path": str(st.ensemble_path(lake, pool.key)),
-        "members": MetadataValue.json(pool.member_keys), "pool": spec.pool, "voters": len(pool.voters),
-        "mode": spec.mode, "answers": len(answers), "blank": sum(a.is_blank for a in answers.values()),
+        "reused": reused,
+        "key": pool.key,
+        "path": str(st.ensemble_path(lake, pool.key)),
+        "members": MetadataValue.json(pool.member_keys),
+        "pool": spec.pool,
+        "voters": len(pool.voters),
+        "mode": spec.mode,
+        "answers": len(answers),
+        "blank": sum(a.is_blank for a in answers.values()),
     }
     questions = load_questions(next(iter(members.values())).questions)
     scored = st.score_answers(questions, answers, st.corpus_ids(lake))
     if scored is not None:
         report, rows = scored
         st.write_rows(rows, st.score_path(lake, pool.key), {"final": str(report.final)})
-        metadata.update({
-            "final": round(report.final, 4), "value": round(report.value, 4), "ref": round(report.ref, 4),
-            "na": round(report.na, 4), "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
-            "worst": MetadataValue.md(st.worst_table(rows)),
-        })
+        metadata.update(
+            {
+                "final": round(report.final, 4),
+                "value": round(report.value, 4),
+                "ref": round(report.ref, 4),
+                "na": round(report.na, 4),
+                "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
+                "worst": MetadataValue.md(st.worst_table(rows)),
+            }
+        )
     metadata["seconds"] = round(time.perf_counter() - started, 3)
     return MaterializeResult(metadata=metadata, data_version=DataVersion(pool.key))  # type: ignore[arg-type]

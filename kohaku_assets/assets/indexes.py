@@ -5,7 +5,6 @@ started them (sensor, schedule, a backfill in the UI), and `kohaku index` materi
 them after its document runs.
 """
 
-
 import time
 
 from dagster import (
@@ -49,11 +48,17 @@ def _documents_table(rows: list[tuple[str, int, str]]) -> str:
     return "\n".join(lines)
 
 
-@asset(group_name=INDEXING_GROUP, deps=[index_rows], code_version="1", automation_condition=ASSEMBLE_WHEN,
-       description="sqlite-vec index of sentence and paragraph vectors plus every node's text; upserted per document.",
-       check_specs=[AssetCheckSpec("index_dims_agree", asset="vector_index")])
-def vector_index(context: AssetExecutionContext, settings: KohakuSettings,
-                 models: ResourceParam[ModelPool]) -> MaterializeResult:
+@asset(
+    group_name=INDEXING_GROUP,
+    deps=[index_rows],
+    code_version="1",
+    automation_condition=ASSEMBLE_WHEN,
+    description="sqlite-vec index of sentence and paragraph vectors plus every node's text; upserted per document.",
+    check_specs=[AssetCheckSpec("index_dims_agree", asset="vector_index")],
+)
+def vector_index(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
     started = time.perf_counter()
     lake, cfg = settings.lake, settings.index_config()
     record_index_config(lake, cfg)  # a lake first built from the UI records its settings here
@@ -77,20 +82,33 @@ def vector_index(context: AssetExecutionContext, settings: KohakuSettings,
             "path": MetadataValue.path(str(lake.vectors_path)),
             "per_document": MetadataValue.md(_documents_table(per_doc)),
         },
-        check_results=[AssetCheckResult(check_name="index_dims_agree", passed=not wrong,
-                                        metadata={"dim": embedder.dim, "mismatched": MetadataValue.json(wrong)})],
+        check_results=[
+            AssetCheckResult(
+                check_name="index_dims_agree",
+                passed=not wrong,
+                metadata={"dim": embedder.dim, "mismatched": MetadataValue.json(wrong)},
+            )
+        ],
     )
 
 
-@asset(group_name=INDEXING_GROUP, deps=[index_rows], code_version="1", automation_condition=ASSEMBLE_WHEN,
-       description="BM25 over paragraph texts (with titles).")
+@asset(
+    group_name=INDEXING_GROUP,
+    deps=[index_rows],
+    code_version="1",
+    automation_condition=ASSEMBLE_WHEN,
+    description="BM25 over paragraph texts (with titles).",
+)
 def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     stats = assembly.assemble_bm25(settings.lake, _registered(context))
     return MaterializeResult(
-        metadata={"paragraphs": stats.paragraphs, "tokenized_documents": len(stats.tokenized),
-                  "seconds": round(time.perf_counter() - started, 3),
-                  "path": MetadataValue.path(str(settings.lake.bm25_path))}
+        metadata={
+            "paragraphs": stats.paragraphs,
+            "tokenized_documents": len(stats.tokenized),
+            "seconds": round(time.perf_counter() - started, 3),
+            "path": MetadataValue.path(str(settings.lake.bm25_path)),
+        }
     )
 
 

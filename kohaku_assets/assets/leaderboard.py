@@ -1,6 +1,5 @@
 """The leaderboard: every scored config and ensemble in one Parquet table."""
 
-
 import pyarrow as pa
 from dagster import AssetExecutionContext, AutomationCondition, MaterializeResult, MetadataValue, asset
 
@@ -13,13 +12,18 @@ from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_r
 from kohaku_rag.lake import write_parquet_atomic
 
 
-@asset(group_name=ANSWERING_GROUP, deps=[scores, cross_ensemble], code_version="1",
-       automation_condition=AutomationCondition.eager(),
-       description="Every scored config and ensemble in one Parquet table: "
-                   "duckdb -c \"from '<lake>/qa/leaderboard.parquet'\".")
+@asset(
+    group_name=ANSWERING_GROUP,
+    deps=[scores, cross_ensemble],
+    code_version="1",
+    automation_condition=AutomationCondition.eager(),
+    description="Every scored config and ensemble in one Parquet table: "
+    "duckdb -c \"from '<lake>/qa/leaderboard.parquet'\".",
+)
 def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     rows = leaderboard_rows(settings.lake)
     path = st.leaderboard_path(settings.lake)
     write_parquet_atomic(pa.Table.from_pylist(rows) if rows else pa.table({"config": pa.array([], pa.string())}), path)
-    return MaterializeResult(metadata={"configs": len(rows), "path": str(path),
-                                       "table": MetadataValue.md(leaderboard_markdown(rows))})
+    return MaterializeResult(
+        metadata={"configs": len(rows), "path": str(path), "table": MetadataValue.md(leaderboard_markdown(rows))}
+    )

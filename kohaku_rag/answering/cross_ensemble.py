@@ -46,7 +46,9 @@ def gather(lake: Lake, name: str, spec: EnsembleSpec, members: dict[str, QAConfi
         if spec.pool == "runs":
             missing = st.missing_runs(lake, keys.prediction, cfg.voting.runs)
             if missing:
-                raise MissingPredictions(f"ensemble {name}: config {member} has no stored predictions for runs {missing}; {hint}")
+                raise MissingPredictions(
+                    f"ensemble {name}: config {member} has no stored predictions for runs {missing}; {hint}"
+                )
             voters += [st.answers_of(st.read_run(lake, keys.prediction, r)) for r in range(cfg.voting.runs)]
             member_keys[member] = f"{keys.prediction}:{cfg.voting.runs}"
         else:

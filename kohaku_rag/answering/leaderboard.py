@@ -29,8 +29,13 @@ def _score_summary(path: Path) -> dict[str, Any] | None:
         return None
     table = pq.read_table(path).to_pylist()
     n = len(table)
-    return {"questions": n, **{k: sum(r[col] for r in table) / n
-                               for k, col in (("final", "total"), ("value", "value"), ("ref", "ref"), ("na", "na"))}}
+    return {
+        "questions": n,
+        **{
+            k: sum(r[col] for r in table) / n
+            for k, col in (("final", "total"), ("value", "value"), ("ref", "ref"), ("na", "na"))
+        },
+    }
 
 
 def config_rows(lake: Lake) -> list[dict[str, Any]]:
@@ -46,17 +51,33 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
         if summary is None:
             continue
         n = summary["questions"]
-        preds = [p for r in range(cfg.voting.runs) if st.run_path(lake, keys.prediction, r).exists()
-                 for p in st.read_run(lake, keys.prediction, r)]
-        rows.append({
-            "config": name, "kind": "config", "members": [name], "questions_file": cfg.questions, **summary,
-            "runs": cfg.voting.runs, "vote_mode": cfg.voting.mode, "temperature": cfg.generation.temperature,
-            "model": cfg.generation.llm.model, "top_k_final": cfg.retrieval.search.top_k_final,
-            "budget_chars": cfg.retrieval.search.budget_chars, "use_planner": cfg.retrieval.use_planner,
-            "llm_seconds_per_question": sum(p.seconds for p in preds) / n if n else 0.0,
-            "retrieval_hash": cfg.retrieval_hash, "generation_hash": cfg.generation_hash,
-            "voting_hash": cfg.voting_hash, "config_json": json.dumps(cfg.as_dict(), default=str),
-        })
+        preds = [
+            p
+            for r in range(cfg.voting.runs)
+            if st.run_path(lake, keys.prediction, r).exists()
+            for p in st.read_run(lake, keys.prediction, r)
+        ]
+        rows.append(
+            {
+                "config": name,
+                "kind": "config",
+                "members": [name],
+                "questions_file": cfg.questions,
+                **summary,
+                "runs": cfg.voting.runs,
+                "vote_mode": cfg.voting.mode,
+                "temperature": cfg.generation.temperature,
+                "model": cfg.generation.llm.model,
+                "top_k_final": cfg.retrieval.search.top_k_final,
+                "budget_chars": cfg.retrieval.search.budget_chars,
+                "use_planner": cfg.retrieval.use_planner,
+                "llm_seconds_per_question": sum(p.seconds for p in preds) / n if n else 0.0,
+                "retrieval_hash": cfg.retrieval_hash,
+                "generation_hash": cfg.generation_hash,
+                "voting_hash": cfg.voting_hash,
+                "config_json": json.dumps(cfg.as_dict(), default=str),
+            }
+        )
     return rows
 
 
@@ -73,12 +94,19 @@ def ensemble_rows(lake: Lake) -> list[dict[str, Any]]:
         summary = _score_summary(st.score_path(lake, pool.key))
         if summary is None:
             continue
-        rows.append({
-            "config": name, "kind": "ensemble", "members": list(spec.configs),
-            "questions_file": next(iter(members.values())).questions, **summary,
-            "runs": len(pool.voters), "vote_mode": spec.mode, "voting_hash": pool.key,
-            "config_json": json.dumps(spec.as_dict()),
-        })
+        rows.append(
+            {
+                "config": name,
+                "kind": "ensemble",
+                "members": list(spec.configs),
+                "questions_file": next(iter(members.values())).questions,
+                **summary,
+                "runs": len(pool.voters),
+                "vote_mode": spec.mode,
+                "voting_hash": pool.key,
+                "config_json": json.dumps(spec.as_dict()),
+            }
+        )
     return rows
 
 
@@ -92,8 +120,10 @@ def leaderboard_rows(lake: Lake) -> list[dict[str, Any]]:
 
 def leaderboard_markdown(rows: list[dict[str, Any]], limit: int = 20) -> str:
     lines = ["| config | final | value | ref | na | runs |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['config']} | {r['final']:.3f} | {r['value']:.3f} | {r['ref']:.3f} | {r['na']:.3f} | {r['runs']} |"
-              for r in rows[:limit]]
+    lines += [
+        f"| {r['config']} | {r['final']:.3f} | {r['value']:.3f} | {r['ref']:.3f} | {r['na']:.3f} | {r['runs']} |"
+        for r in rows[:limit]
+    ]
     return "\n".join(lines)
 
 

@@ -88,15 +88,18 @@ class GenerationPart:
         if self.img_k < 0:
             raise ValueError(f"img_k must be >= 0, got {self.img_k}")
         if self.img_k > 0 and self.llm.backend != "openai":
-            raise ValueError("img_k > 0 sends figures to a vision model: set [generation.llm] backend = \"openai\" "
-                             "with a vision-capable model; the bundled model reads text only")
+            raise ValueError(
+                'img_k > 0 sends figures to a vision model: set [generation.llm] backend = "openai" '
+                "with a vision-capable model; the bundled model reads text only"
+            )
         if self.quote_evidence not in QUOTE_EVIDENCE:
             raise ValueError(f"quote_evidence {self.quote_evidence!r} is not one of {', '.join(QUOTE_EVIDENCE)}")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature {self.temperature} is outside [0, 2]")
         if self.true_false_verdict not in TRUE_FALSE_VERDICTS:
-            raise ValueError(f"true_false_verdict {self.true_false_verdict!r} is not one of "
-                             f"{', '.join(TRUE_FALSE_VERDICTS)}")
+            raise ValueError(
+                f"true_false_verdict {self.true_false_verdict!r} is not one of {', '.join(TRUE_FALSE_VERDICTS)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,12 @@ def config_to_mapping(cfg: QAConfig) -> dict[str, Any]:
     """The file form of `cfg` (retrieval keys flat), which `qa_config_from_mapping` reads back."""
     data = cfg.as_dict()
     retrieval = {**{k: v for k, v in data["retrieval"].items() if k != "search"}, **data["retrieval"]["search"]}
-    return {"questions": cfg.questions, "retrieval": retrieval, "generation": data["generation"], "voting": data["voting"]}
+    return {
+        "questions": cfg.questions,
+        "retrieval": retrieval,
+        "generation": data["generation"],
+        "voting": data["voting"],
+    }
 
 
 def dump_json(cfg: QAConfig) -> str:

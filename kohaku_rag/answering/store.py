@@ -147,8 +147,13 @@ class _Serialized:
             return self.inner.search(queries, cfg)
 
 
-def compute_retrievals(questions: Sequence[Question], cfg: QAConfig, retriever: Searcher,
-                       chat: ChatModel | None, progress: Progress = lambda _m: None) -> list[dict[str, Any]]:
+def compute_retrievals(
+    questions: Sequence[Question],
+    cfg: QAConfig,
+    retriever: Searcher,
+    chat: ChatModel | None,
+    progress: Progress = lambda _m: None,
+) -> list[dict[str, Any]]:
     if cfg.retrieval.use_planner and chat is None:
         raise ValueError("the planner is on but no chat model was given")
     searcher = _Serialized(retriever)
@@ -157,8 +162,12 @@ def compute_retrievals(questions: Sequence[Question], cfg: QAConfig, retriever: 
         started = time.perf_counter()
         queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
         items = searcher.search(queries, cfg.retrieval.search)
-        return {"id": q.id, "queries": list(queries), "context": json.dumps([i.as_dict() for i in items]),
-                "seconds": round(time.perf_counter() - started, 4)}, len(items)
+        return {
+            "id": q.id,
+            "queries": list(queries),
+            "context": json.dumps([i.as_dict() for i in items]),
+            "seconds": round(time.perf_counter() - started, 4),
+        }, len(items)
 
     rows = []
     workers = question_workers(chat) if cfg.retrieval.use_planner else 1
@@ -187,9 +196,16 @@ def missing_runs(lake: Lake, key: str, runs: int) -> list[int]:
     return [r for r in range(runs) if not run_path(lake, key, r).exists()]
 
 
-def compute_runs(questions: Sequence[Question], retrieved: dict[str, Retrieved], cfg: QAConfig,
-                 retriever: Searcher, chat: ChatModel, runs: Sequence[int],
-                 progress: Progress = lambda _m: None, images: ImageLoader | None = None) -> dict[int, list[Prediction]]:
+def compute_runs(
+    questions: Sequence[Question],
+    retrieved: dict[str, Retrieved],
+    cfg: QAConfig,
+    retriever: Searcher,
+    chat: ChatModel,
+    runs: Sequence[int],
+    progress: Progress = lambda _m: None,
+    images: ImageLoader | None = None,
+) -> dict[int, list[Prediction]]:
     """Every requested run of every question; a question's runs are asked together (run r
     has seed r) so they share the prompt's KV cache. An HTTP backend answers several
     questions at once (`question_workers`)."""
@@ -235,15 +251,32 @@ def vote_pool(voters: Sequence[dict[str, Answer]], mode: str, ignore_blank: bool
 
 
 def answer_rows(answers: dict[str, Answer]) -> list[dict[str, Any]]:
-    return [{"id": qid, "answer": a.answer, "answer_value": a.answer_value, "answer_unit": a.answer_unit,
-             "ref_id": list(a.ref_id), "explanation": a.explanation, "is_blank": a.is_blank,
-             "supporting_materials": a.supporting_materials} for qid, a in answers.items()]
+    return [
+        {
+            "id": qid,
+            "answer": a.answer,
+            "answer_value": a.answer_value,
+            "answer_unit": a.answer_unit,
+            "ref_id": list(a.ref_id),
+            "explanation": a.explanation,
+            "is_blank": a.is_blank,
+            "supporting_materials": a.supporting_materials,
+        }
+        for qid, a in answers.items()
+    ]
 
 
 def read_answers(path: Path) -> dict[str, Answer]:
     return {
-        row["id"]: Answer(row["answer"], row["answer_value"], row["answer_unit"], tuple(row["ref_id"] or ()),
-                          row["explanation"], bool(row["is_blank"]), row["supporting_materials"])
+        row["id"]: Answer(
+            row["answer"],
+            row["answer_value"],
+            row["answer_unit"],
+            tuple(row["ref_id"] or ()),
+            row["explanation"],
+            bool(row["is_blank"]),
+            row["supporting_materials"],
+        )
         for row in pq.read_table(path).to_pylist()
     }
 
@@ -263,10 +296,22 @@ def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict
     for r in report.rows:
         q, a = by_id[r.id], answers.get(r.id)
         assert q.gold is not None
-        rows.append({"id": r.id, "type": gold_kind(q), "total": r.total, "value": r.value, "ref": r.ref, "na": r.na,
-                     "error_type": r.error_type, "gold_value": q.gold.answer_value, "gold_ref": list(q.gold.ref_id),
-                     "pred_value": a.answer_value if a else "", "pred_ref": list(a.ref_id) if a else [],
-                     "question": q.question})
+        rows.append(
+            {
+                "id": r.id,
+                "type": gold_kind(q),
+                "total": r.total,
+                "value": r.value,
+                "ref": r.ref,
+                "na": r.na,
+                "error_type": r.error_type,
+                "gold_value": q.gold.answer_value,
+                "gold_ref": list(q.gold.ref_id),
+                "pred_value": a.answer_value if a else "",
+                "pred_ref": list(a.ref_id) if a else [],
+                "question": q.question,
+            }
+        )
     return rows
 
 
@@ -285,13 +330,16 @@ def worst_table(rows: Sequence[dict[str, Any]], limit: int = 8) -> str:
 
     lines = ["| id | score | error | gold | predicted | question |", "|---|---|---|---|---|---|"]
     for row in sorted(rows, key=lambda r: (r["total"], r["id"]))[:limit]:
-        lines.append(f"| {row['id']} | {row['total']:.2f} | {row['error_type']} | {cell(row['gold_value'])} "
-                     f"{cell(row['gold_ref'])} | {cell(row['pred_value'])} {cell(row['pred_ref'])} | {cell(row['question'])} |")
+        lines.append(
+            f"| {row['id']} | {row['total']:.2f} | {row['error_type']} | {cell(row['gold_value'])} "
+            f"{cell(row['gold_ref'])} | {cell(row['pred_value'])} {cell(row['pred_ref'])} | {cell(row['question'])} |"
+        )
     return "\n".join(lines)
 
 
-def score_answers(questions: Sequence[Question], answers: dict[str, Answer],
-                  known_ref_ids: Sequence[str] | None = None) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
+def score_answers(
+    questions: Sequence[Question], answers: dict[str, Answer], known_ref_ids: Sequence[str] | None = None
+) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
     """Score what has gold answers; `known_ref_ids` (the corpus ids) resolves typo'd ids."""
     gold = [q for q in questions if q.gold is not None]
     if not gold:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from kohaku_rag.embed.base import Embedder, Role, l2_normalise
+from kohaku_rag.embed.cache import CachedEmbedder
 
 Backend = Literal["minilm", "e5", "openai", "jina"]
 
@@ -50,9 +51,7 @@ class EmbedderSpec:
             local_only = {"base_url": self.base_url, "dimensions": self.dimensions, "api_key_env": self.api_key_env}
             given = [name for name, value in local_only.items() if value is not None]
             if given:
-                raise ValueError(
-                    f"embedding backend {self.backend!r} runs in-process and takes no {', '.join(given)}"
-                )
+                raise ValueError(f"embedding backend {self.backend!r} runs in-process and takes no {', '.join(given)}")
 
 
 def make_embedder(spec: EmbedderSpec, cache_dir: Path | None = None) -> Embedder:
@@ -60,8 +59,6 @@ def make_embedder(spec: EmbedderSpec, cache_dir: Path | None = None) -> Embedder
     embedder = _backend(spec)
     if cache_dir is None:
         return embedder
-    from kohaku_rag.embed.cache import CachedEmbedder
-
     return CachedEmbedder(embedder, cache_dir)
 
 

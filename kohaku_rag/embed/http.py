@@ -106,9 +106,7 @@ class EmbeddingsClient:
         widths = sorted({p.shape[1] for p in parts})
         if len(widths) != 1 or (self.dim is not None and widths[0] != self.dim):
             expected = f", expected {self.dim}" if self.dim is not None else ""
-            raise BackendError(
-                f"{self.url}: returned {'- and '.join(map(str, widths))}-d vectors{expected}"
-            )
+            raise BackendError(f"{self.url}: returned {'- and '.join(map(str, widths))}-d vectors{expected}")
         self.dim = widths[0]
         return l2_normalise(np.vstack(parts))
 
@@ -128,8 +126,9 @@ class EmbeddingsClient:
         try:
             payload = response.json()
         except ValueError as exc:
-            raise BackendError(f"{self.url}: HTTP {status} with a body that is not JSON: "
-                               f"{snippet(response, self._secret)}") from exc
+            raise BackendError(
+                f"{self.url}: HTTP {status} with a body that is not JSON: {snippet(response, self._secret)}"
+            ) from exc
         if not isinstance(payload, dict):
             raise BackendError(f"{self.url}: expected a JSON object, got {type(payload).__name__}")
         return payload

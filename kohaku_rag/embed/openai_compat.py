@@ -78,4 +78,3 @@ class OpenAIEmbedder:
         if self.dimensions is not None:
             body["dimensions"] = self.dimensions
         return body
-

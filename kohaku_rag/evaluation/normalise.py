@@ -385,7 +385,8 @@ def _range(low: Decimal, high: Decimal, unit: str | None) -> ParsedValue:
 
 
 def _author(ref: str) -> str:
-    return re.match(r"[a-z]*", ref)[0]
+    match = re.match(r"[a-z]*", ref)
+    return match[0] if match else ""
 
 
 def _closest_id(ref: str, known: set[str]) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 BLANK = "is_blank"
 BLANK_TEXT = "Unable to answer with confidence based on the provided documents."
 
+
 @dataclass(frozen=True)
 class Answer:
     """One answer in WattBot form.

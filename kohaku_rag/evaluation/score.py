@@ -129,7 +129,7 @@ class ScoreReport:
     extra: tuple[str, ...] = ()
 
     def error_counts(self) -> dict[str, int]:
-        counts = Counter(row.error_type for row in self.rows)
+        counts: Counter[str] = Counter(row.error_type for row in self.rows)
         return {kind: counts.get(kind, 0) for kind in ERROR_TYPES}
 
 
@@ -262,5 +262,3 @@ def _error_type(gold: ParsedValue, pred: ParsedValue, value: float, ref: float, 
         if _unit_factor(gold.numbers, pred.numbers):
             return "unit_conversion"
     return "value_selection" if ref > 0 else "reference_mismatch"
-
-

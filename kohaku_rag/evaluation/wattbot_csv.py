@@ -31,7 +31,6 @@ WATTBOT_COLUMNS: tuple[str, ...] = (
 _REQUIRED_QUESTION_COLUMNS = ("id", "question", "answer_unit")
 
 
-
 def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Question]:
     """Read a WattBot question file (train_QA.csv, test_Q.csv, test_Q_full.csv).
 

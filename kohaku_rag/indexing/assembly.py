@@ -32,8 +32,8 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
     whose version changed, delete those that left, all in one transaction. A store built
     by another embedder is rebuilt from scratch (its vectors cannot be mixed with these)."""
 
-    wanted = {d: stored_version(lake, INDEX_ROWS, d) for d in doc_ids}
-    wanted = {d: v for d, v in wanted.items() if v is not None}
+    stored = {d: stored_version(lake, INDEX_ROWS, d) for d in doc_ids}
+    wanted = {d: v for d, v in stored.items() if v is not None}
     try:
         VectorStore(lake.vectors_path, dim, model_id=model_id).close()
     except IndexMismatchError:
@@ -47,8 +47,14 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
             for doc_id in changed:
                 table = pq.read_table(lake.table(INDEX_ROWS, doc_id))
                 source = read_source(lake, doc_id)
-                yield DocumentUpsert(doc_id, wanted[doc_id], table.drop_columns(["vector", "search_text"]),
-                                     _row_vectors(table), source["title"], source["url"])
+                yield DocumentUpsert(
+                    doc_id,
+                    wanted[doc_id],
+                    table.drop_columns(["vector", "search_text"]),
+                    _row_vectors(table),
+                    source["title"],
+                    source["url"],
+                )
 
         store.apply_changes(upserts(), deletes)
     return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
@@ -59,7 +65,9 @@ def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
     kept = table.filter(has)
     column = kept.column("vector").combine_chunks()
     dim = column.type.list_size
-    matrix = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(column) else np.zeros((0, dim), np.float32)
+    matrix = (
+        column.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(column) else np.zeros((0, dim), np.float32)
+    )
     return kept.column("node_id").to_pylist(), matrix
 
 
@@ -100,9 +108,13 @@ def _bm25_rows(lake: Lake, doc_id: str) -> tuple[list[tuple[str, str, list[str]]
         table = pq.read_table(cache)
         return list(zip(*(table.column(c).to_pylist() for c in _TOKENS_SCHEMA.names), strict=True)), False
     table = pq.read_table(lake.table(INDEX_ROWS, doc_id), columns=["node_id", "doc_id", "search_text"])
-    rows = [(node_id, d, tokenize(text))
-            for node_id, d, text in zip(*(table.column(c).to_pylist() for c in ("node_id", "doc_id", "search_text")), strict=True)
-            if text]
-    columns = list(zip(*rows)) if rows else [[], [], []]
-    write_parquet_atomic(pa.table([list(c) for c in columns], schema=_TOKENS_SCHEMA), cache, {VERSION_KEY: version})
+    rows = [
+        (node_id, d, tokenize(text))
+        for node_id, d, text in zip(
+            *(table.column(c).to_pylist() for c in ("node_id", "doc_id", "search_text")), strict=True
+        )
+        if text
+    ]
+    columns: list[list[object]] = [list(c) for c in zip(*rows)] if rows else [[], [], []]
+    write_parquet_atomic(pa.table(columns, schema=_TOKENS_SCHEMA), cache, {VERSION_KEY: version})
     return rows, True

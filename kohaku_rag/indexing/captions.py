@@ -21,6 +21,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -171,8 +172,13 @@ class OcrCaptioner:
         if result.boxes is None or not result.txts:
             return []
         words = [
-            OcrWord(text.strip(), float(box[:, 1].min()), float(box[:, 1].max()),
-                    float(box[:, 0].min()), float(box[:, 0].max()))
+            OcrWord(
+                text.strip(),
+                float(box[:, 1].min()),
+                float(box[:, 1].max()),
+                float(box[:, 0].min()),
+                float(box[:, 0].max()),
+            )
             for box, text, score in zip(result.boxes, result.txts, result.scores)
             if score >= self.min_score and text.strip()
         ]
@@ -213,8 +219,6 @@ def _rows(words: list[OcrWord]) -> list[list[OcrWord]]:
 
 
 def _package_version(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(name)
     except PackageNotFoundError:
@@ -362,9 +366,7 @@ class CaptionCache:
         write_bytes_atomic(self.path(key), json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
 
-def caption_cached(
-    captioner: Captioner, cache: CaptionCache, image: bytes, pdf_caption: str
-) -> tuple[str, bool]:
+def caption_cached(captioner: Captioner, cache: CaptionCache, image: bytes, pdf_caption: str) -> tuple[str, bool]:
     """(caption, True) from the cache, else (caption, False) after captioning and storing it."""
     key = cache_key(media_hash(image), captioner.captioner_id, pdf_caption)
     hit = cache.get(key)

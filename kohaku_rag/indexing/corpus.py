@@ -25,7 +25,13 @@ from kohaku_rag.tree import ParsedDocument
 DocFormat = Literal["pdf", "json", "markdown", "text"]
 
 # When one id has several files, the richest source wins.
-SUFFIXES: dict[str, DocFormat] = {".pdf": "pdf", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "text"}
+SUFFIXES: dict[str, DocFormat] = {
+    ".pdf": "pdf",
+    ".json": "json",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+}
 METADATA_FILE = "metadata.csv"
 
 

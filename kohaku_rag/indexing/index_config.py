@@ -42,8 +42,12 @@ class IndexConfig:
 
     @property
     def caption_hash(self) -> str:
-        parts: dict[str, object] = {"captioner": self.captioner, "url": self.vision_base_url, "model": self.vision_model,
-                                    "media_nodes": self.media_nodes}
+        parts: dict[str, object] = {
+            "captioner": self.captioner,
+            "url": self.vision_base_url,
+            "model": self.vision_model,
+            "media_nodes": self.media_nodes,
+        }
         if self.vision_prompt:  # only when set, so existing lakes keep their captions
             parts["prompt"] = self.vision_prompt
         return stable_hash(parts)
@@ -74,7 +78,9 @@ def recorded_index_config(lake: Lake) -> IndexConfig | None:
     try:
         return from_mapping(IndexConfig, read_config_data(path))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}: unreadable index settings ({exc}); re-index with kohaku index --index-config FILE") from exc
+        raise ValueError(
+            f"{path}: unreadable index settings ({exc}); re-index with kohaku index --index-config FILE"
+        ) from exc
 
 
 def record_index_config(lake: Lake, cfg: IndexConfig) -> None:

@@ -50,8 +50,14 @@ def index_document(lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, mode
     ix.write_index_rows(lake, doc_id, cfg)
 
 
-def index_corpus(corpus: Path, lake: Lake, cfg: IndexConfig | None = None, *, models: ModelPool | None = None,
-                 progress: Progress = lambda _m: None) -> IndexSummary:
+def index_corpus(
+    corpus: Path,
+    lake: Lake,
+    cfg: IndexConfig | None = None,
+    *,
+    models: ModelPool | None = None,
+    progress: Progress = lambda _m: None,
+) -> IndexSummary:
     """Index new and changed documents, drop removed ones, and assemble both indexes. A
     document that fails is reported by id with its reason; the rest index."""
     started = time.perf_counter()
@@ -82,5 +88,6 @@ def index_corpus(corpus: Path, lake: Lake, cfg: IndexConfig | None = None, *, mo
     embedder = models.embedder(cfg.embedder, lake)
     assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
     assembly.assemble_bm25(lake, keep)
-    return IndexSummary(len(plan.unchanged) + len(done), done, plan.unchanged, plan.remove, failed,
-                        time.perf_counter() - started)
+    return IndexSummary(
+        len(plan.unchanged) + len(done), done, plan.unchanged, plan.remove, failed, time.perf_counter() - started
+    )

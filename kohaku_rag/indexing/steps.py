@@ -116,7 +116,8 @@ class IndexPlan:
 
 
 def plan_index(scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[str] = ()) -> IndexPlan:
-    build, unchanged = [], []
+    build: list[str] = []
+    unchanged: list[str] = []
     for doc_id, source in scan.documents.items():
         want = embeddings_version(source.content_hash, cfg)
         (unchanged if stored_version(lake, INDEX_ROWS, doc_id) == want else build).append(doc_id)
@@ -203,7 +204,9 @@ def _read_blob(lake: Lake, digest: str) -> bytes | OSError:
         return exc
 
 
-def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: Captioner | None, version: str) -> CaptionStats:
+def caption_figures(
+    lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: Captioner | None, version: str
+) -> CaptionStats:
     """Caption every figure of a document (cached by image hash, captioner and PDF caption).
 
     A figure whose image cannot be read or captioned is reported and keeps its PDF caption;
@@ -226,11 +229,23 @@ def caption_figures(lake: Lake, doc_id: str, nodes: Sequence[Node], captioner: C
         else:
             text, error = result[0], None
             hits += int(result[1])
-        rows.append({"node_id": node.node_id, "media_hash": node.media_hash, "page": node.page, "pdf_caption": node.text,
-                     "caption": text, "captioner": captioner.captioner_id if captioner else "none", "error": error})
-    write_parquet_atomic(pa.Table.from_pylist(rows, schema=CAPTION_SCHEMA), lake.table(CAPTIONS, doc_id), {VERSION_KEY: version})
-    added = sum(max(0, len(r["caption"]) - len(r["pdf_caption"] or "")) for r in rows)
-    return CaptionStats(len(figures), hits, sum(len(r["caption"]) for r in rows), added, errors)
+        rows.append(
+            {
+                "node_id": node.node_id,
+                "media_hash": node.media_hash,
+                "page": node.page,
+                "pdf_caption": node.text,
+                "caption": text,
+                "captioner": captioner.captioner_id if captioner else "none",
+                "error": error,
+            }
+        )
+    write_parquet_atomic(
+        pa.Table.from_pylist(rows, schema=CAPTION_SCHEMA), lake.table(CAPTIONS, doc_id), {VERSION_KEY: version}
+    )
+    captions = [(str(r["caption"]), str(r["pdf_caption"] or "")) for r in rows]
+    added = sum(max(0, len(caption) - len(pdf)) for caption, pdf in captions)
+    return CaptionStats(len(figures), hits, sum(len(caption) for caption, _ in captions), added, errors)
 
 
 # Marks the version of a document whose figures could not all be captioned (a vision
@@ -243,7 +258,9 @@ def caption_errors(lake: Lake, doc_id: str) -> dict[str, str]:
     path = lake.table(CAPTIONS, doc_id)
     if not path.exists():
         return {}
-    return {r["node_id"]: r["error"] for r in pq.read_table(path, columns=["node_id", "error"]).to_pylist() if r["error"]}
+    return {
+        r["node_id"]: r["error"] for r in pq.read_table(path, columns=["node_id", "error"]).to_pylist() if r["error"]
+    }
 
 
 def read_captions(lake: Lake, doc_id: str) -> dict[str, str]:
@@ -270,8 +287,18 @@ def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str]) -> list[N
             if node.node_id in captions:
                 for k, sent in enumerate(split_sentences(text), start=1):
                     out.append(
-                        Node(f"{node.node_id}:s{k}", node.doc_id, node.node_id, NodeKind.SENTENCE, k, "", sent,
-                             node.page, None, Attachment.IMAGE)
+                        Node(
+                            f"{node.node_id}:s{k}",
+                            node.doc_id,
+                            node.node_id,
+                            NodeKind.SENTENCE,
+                            k,
+                            "",
+                            sent,
+                            node.page,
+                            None,
+                            Attachment.IMAGE,
+                        )
                     )
             continue
         out.append(node)
@@ -296,22 +323,30 @@ def vectors_table(ids: Sequence[str], kinds: Sequence[str], matrix: np.ndarray) 
     dim = matrix.shape[1]
     flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).reshape(-1), type=pa.float32())
     column = pa.FixedSizeListArray.from_arrays(flat, dim)
-    return pa.Table.from_arrays([pa.array(ids, pa.string()), pa.array(kinds, pa.string()), column], schema=vector_schema(dim))
+    return pa.Table.from_arrays(
+        [pa.array(ids, pa.string()), pa.array(kinds, pa.string()), column], schema=vector_schema(dim)
+    )
 
 
 def read_vectors(lake: Lake, asset: str, doc_id: str) -> tuple[list[str], list[str], np.ndarray]:
     table = pq.read_table(lake.table(asset, doc_id))
     column = table.column("vector").combine_chunks()
     dim = column.type.list_size
-    matrix = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(column) else np.zeros((0, dim), np.float32)
+    matrix = (
+        column.values.to_numpy(zero_copy_only=False).reshape(-1, dim) if len(column) else np.zeros((0, dim), np.float32)
+    )
     return table.column("node_id").to_pylist(), table.column("kind").to_pylist(), matrix
 
 
-def write_vectors(lake: Lake, asset: str, doc_id: str, ids: Sequence[str], kinds: Sequence[str], matrix: np.ndarray, version: str) -> None:
+def write_vectors(
+    lake: Lake, asset: str, doc_id: str, ids: Sequence[str], kinds: Sequence[str], matrix: np.ndarray, version: str
+) -> None:
     write_parquet_atomic(vectors_table(ids, kinds, matrix), lake.table(asset, doc_id), {VERSION_KEY: version})
 
 
-def propagate_vectors(nodes: Sequence[Node], leaf_ids: Sequence[str], leaf_matrix: np.ndarray, cfg: IndexConfig) -> tuple[list[str], list[str], np.ndarray]:
+def propagate_vectors(
+    nodes: Sequence[Node], leaf_ids: Sequence[str], leaf_matrix: np.ndarray, cfg: IndexConfig
+) -> tuple[list[str], list[str], np.ndarray]:
     kind_of = {n.node_id: n.kind for n in nodes}
     sentences = {i: v for i, v in zip(leaf_ids, leaf_matrix, strict=True) if kind_of.get(i) is NodeKind.SENTENCE}
     pinned = {i: v for i, v in zip(leaf_ids, leaf_matrix, strict=True) if kind_of.get(i) is NodeKind.PARAGRAPH}
@@ -339,8 +374,13 @@ def index_rows_table(nodes: Sequence[Node], vector_ids: Sequence[str], matrix: n
     position = {i: k for k, i in enumerate(vector_ids)}
     titles = {n.node_id: n.title for n in nodes if n.kind is NodeKind.SECTION}
     vectors = [matrix[position[n.node_id]].tolist() if n.node_id in position else None for n in nodes]
-    texts = [search_text(n, doc_title, titles.get(n.parent_id or "", "")) if n.kind is NodeKind.PARAGRAPH else None for n in nodes]
-    base = base.append_column(pa.field("vector", pa.list_(pa.float32(), dim)), pa.array(vectors, pa.list_(pa.float32(), dim)))
+    texts = [
+        search_text(n, doc_title, titles.get(n.parent_id or "", "")) if n.kind is NodeKind.PARAGRAPH else None
+        for n in nodes
+    ]
+    base = base.append_column(
+        pa.field("vector", pa.list_(pa.float32(), dim)), pa.array(vectors, pa.list_(pa.float32(), dim))
+    )
     return base.append_column(INDEX_ROWS_EXTRA.field("search_text"), pa.array(texts, pa.string()))
 
 

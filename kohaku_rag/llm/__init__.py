@@ -64,9 +64,7 @@ def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
     if spec.backend == "llama":
         from kohaku_rag.llm.llama import LlamaCppChat
 
-        inner = LlamaCppChat(
-            _gguf_path(spec.model, lake_root / "models"), n_ctx=spec.n_ctx, n_threads=spec.n_threads
-        )
+        inner = LlamaCppChat(_gguf_path(spec.model, lake_root / "models"), n_ctx=spec.n_ctx, n_threads=spec.n_threads)
     else:
         from kohaku_rag.llm.openai_compat import OpenAIChat
 
@@ -85,8 +83,6 @@ def _gguf_path(model: str, models_dir: Path) -> Path:
     if model == BUNDLED_MODEL:
         return ensure_bundled_model(models_dir)
     if not model.endswith(".gguf"):
-        raise ValueError(
-            f"llama model {model!r} is neither the bundled {BUNDLED_MODEL!r} nor a path to a .gguf file"
-        )
+        raise ValueError(f"llama model {model!r} is neither the bundled {BUNDLED_MODEL!r} nor a path to a .gguf file")
     path = Path(model).expanduser()
     return path if path.is_absolute() else models_dir / path

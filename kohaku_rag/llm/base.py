@@ -107,9 +107,14 @@ class ChatRequest:
             object.__setattr__(self, "json_schema", schema_json(schema))
 
     @property
+    def schema_text(self) -> str | None:
+        """The JSON schema as canonical text (__post_init__ stores a mapping as text)."""
+        return None if self.json_schema is None else str(self.json_schema)
+
+    @property
     def schema(self) -> dict[str, Any] | None:
         """The JSON schema as a fresh dict (None when free text was asked for)."""
-        return None if self.json_schema is None else json.loads(self.json_schema)
+        return None if self.schema_text is None else json.loads(self.schema_text)
 
 
 @dataclass(frozen=True)
@@ -175,11 +180,3 @@ def extract_json(text: str) -> str | None:
         except json.JSONDecodeError:
             start = stripped.find("{", start + 1)
     return None
-
-
-def raise_first_error(results: Sequence[ChatResult | Exception]) -> ChatResult:
-    """`complete` in terms of `complete_many` for a single request."""
-    (result,) = results
-    if isinstance(result, Exception):
-        raise result
-    return result

@@ -123,6 +123,14 @@ class CachedChat:
             "INSERT OR REPLACE INTO responses "
             "(key, model_id, text, prompt_tokens, completion_tokens, seconds, created, top_logprobs) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (key, self.model_id, result.text, result.prompt_tokens, result.completion_tokens,
-             result.seconds, time.time(), json.dumps(list(result.top_logprobs))),
+            (
+                key,
+                self.model_id,
+                result.text,
+                result.prompt_tokens,
+                result.completion_tokens,
+                result.seconds,
+                time.time(),
+                json.dumps(list(result.top_logprobs)),
+            ),
         )

@@ -111,8 +111,10 @@ class LlamaCppChat:
         import llama_cpp
 
         if any(m.images for m in req.messages):
-            raise BackendError(f"{self.model_id} reads text only: send images (img_k > 0) to a vision model "
-                               "over an OpenAI-compatible endpoint")
+            raise BackendError(
+                f"{self.model_id} reads text only: send images (img_k > 0) to a vision model "
+                "over an OpenAI-compatible endpoint"
+            )
         tokens = self._tokens(req.messages)
         if len(tokens) + req.max_tokens > self.context_window:
             raise ContextOverflowError(
@@ -123,7 +125,7 @@ class LlamaCppChat:
             )
         if req.top_logprobs:
             return self._first_token(llm, tokens, req.top_logprobs)
-        grammar = self._grammar(req.json_schema) if req.json_schema is not None else None
+        grammar = self._grammar(req.schema_text) if req.schema_text is not None else None
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
         try:
@@ -173,8 +175,13 @@ class LlamaCppChat:
         logprobs = logits - np.logaddexp.reduce(logits)
         best = np.argsort(-logprobs)[:top]
         pairs = tuple((llm.detokenize([int(t)]).decode("utf-8", errors="replace"), float(logprobs[t])) for t in best)
-        return ChatResult(text=pairs[0][0], prompt_tokens=len(tokens), completion_tokens=1,
-                          seconds=time.perf_counter() - started, top_logprobs=pairs)
+        return ChatResult(
+            text=pairs[0][0],
+            prompt_tokens=len(tokens),
+            completion_tokens=1,
+            seconds=time.perf_counter() - started,
+            top_logprobs=pairs,
+        )
 
     @staticmethod
     def _prime(llm: Any, tokens: list[int]) -> None:

@@ -85,8 +85,11 @@ class OpenAIChat:
         self.timeout = timeout
         # Full jitter: a batch's burst of 429s spreads over the window instead of returning at once.
         self.retry = RetryPolicy(
-            max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max,
-            max_wait=max_wait, jitter="full",
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            max_wait=max_wait,
+            jitter="full",
         )
         self.base_url = normalise_base_url(base_url)
         self._url = f"{self.base_url}/chat/completions"
@@ -126,9 +129,7 @@ class OpenAIChat:
         limits = httpx.Limits(max_connections=self.max_concurrent, max_keepalive_connections=self.max_concurrent)
         sem = asyncio.Semaphore(self.max_concurrent)
         async with httpx.AsyncClient(headers=headers, timeout=self.timeout, limits=limits) as client:
-            outcomes = await asyncio.gather(
-                *(self._complete_one(client, sem, r) for r in reqs), return_exceptions=True
-            )
+            outcomes = await asyncio.gather(*(self._complete_one(client, sem, r) for r in reqs), return_exceptions=True)
         return [o if isinstance(o, (ChatResult, Exception)) else BackendError(repr(o)) for o in outcomes]
 
     async def _complete_one(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: ChatRequest) -> ChatResult:
@@ -233,7 +234,7 @@ class OpenAIChat:
             payload["response_format"] = {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
             return payload
         # Without server-side schemas the model must be told the shape in the prompt.
-        payload["messages"] = _with_schema_instruction(messages, req.json_schema or "")
+        payload["messages"] = _with_schema_instruction(messages, req.schema_text or "")
         if mode == "json_object":
             payload["response_format"] = {"type": "json_object"}
         return payload
@@ -256,8 +257,10 @@ def _content(message: Message) -> Any:
     """A plain string, or the text and image parts of a vision request."""
     if not message.images:
         return message.content
-    return [{"type": "text", "text": message.content},
-            *({"type": "image_url", "image_url": {"url": url}} for url in message.images)]
+    return [
+        {"type": "text", "text": message.content},
+        *({"type": "image_url", "image_url": {"url": url}} for url in message.images),
+    ]
 
 
 def _first_token_top_logprobs(choice: dict[str, Any]) -> tuple[tuple[str, float], ...] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from kohaku_rag.errors import DocumentError
@@ -71,7 +71,9 @@ def _merge_short(paragraphs: list[str], minimum: int, limit: int) -> list[str]:
     return merged
 
 
-def paragraphs_from_lines(text: str, *, limit: int = MAX_PARAGRAPH_CHARS, minimum: int = MIN_PARAGRAPH_CHARS) -> list[str]:
+def paragraphs_from_lines(
+    text: str, *, limit: int = MAX_PARAGRAPH_CHARS, minimum: int = MIN_PARAGRAPH_CHARS
+) -> list[str]:
     """Rebuild paragraphs from hard-wrapped text. A paragraph ends at a blank line, or at a
     line that ends a sentence while being clearly shorter than the block's typical line."""
     lines = [ln for ln in text.splitlines() if not IMAGE_PLACEHOLDER.match(ln)]
@@ -133,7 +135,7 @@ def _payload_section(section: dict, index: int) -> ParsedSection:
 
 def _as_int(value: object) -> int | None:
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(str(value))
     except (TypeError, ValueError):
         return None
 
@@ -189,7 +191,12 @@ def parse_text(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDo
     text = _read_text(path)
     paragraphs = [ParsedParagraph(text=p) for p in paragraphs_from_lines(text)]
     doc_title = title or next((ln.strip() for ln in text.splitlines() if ln.strip()), doc_id)[:200]
-    return _checked(path, ParsedDocument(doc_id=doc_id, title=doc_title, sections=[ParsedSection(title=doc_title, paragraphs=paragraphs)]))
+    return _checked(
+        path,
+        ParsedDocument(
+            doc_id=doc_id, title=doc_title, sections=[ParsedSection(title=doc_title, paragraphs=paragraphs)]
+        ),
+    )
 
 
 def _read_text(path: Path) -> str:
@@ -205,7 +212,3 @@ def _checked(path: Path, doc: ParsedDocument) -> ParsedDocument:
     if not any(p.text.strip() for s in doc.sections for p in s.paragraphs):
         raise DocumentError(path, "empty: no text to index")
     return doc
-
-
-def iter_paragraph_texts(doc: ParsedDocument) -> Iterable[str]:
-    return (p.text for s in doc.sections for p in s.paragraphs)

@@ -43,19 +43,37 @@ MIN_TEXT_CHARS = 20  # below this a PDF has no usable text layer
 SLIDE_ASPECTS = (4 / 3, 16 / 9, 16 / 10)
 SLIDE_MAX_CHARS = 1200  # median characters per page; papers have 3,000+
 
-_NUMBERED = re.compile(r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[A-Z]\.(?:\d{1,2}\.?){0,3}|[A-Z](?:\.\d{1,2}){1,3}\.?)\s+(?=[A-Z])")
+_NUMBERED = re.compile(
+    r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[A-Z]\.(?:\d{1,2}\.?){0,3}|[A-Z](?:\.\d{1,2}){1,3}\.?)\s+(?=[A-Z])"
+)
 _KNOWN_HEADINGS = frozenset(
     {
-        "abstract", "introduction", "references", "bibliography", "acknowledgements", "acknowledgments",
-        "acknowledgement", "acknowledgment", "appendix", "appendices", "conclusion", "conclusions",
-        "related work", "discussion", "summary", "supplementary material", "contents",
+        "abstract",
+        "introduction",
+        "references",
+        "bibliography",
+        "acknowledgements",
+        "acknowledgments",
+        "acknowledgement",
+        "acknowledgment",
+        "appendix",
+        "appendices",
+        "conclusion",
+        "conclusions",
+        "related work",
+        "discussion",
+        "summary",
+        "supplementary material",
+        "contents",
     }
 )
 _CAPTION = re.compile(r"^(table|tab\.|figure|fig\.)\s*(\d+|[A-Z]\.?\d*)\s*[.:|]?", re.IGNORECASE)
 _FOOTNOTE = re.compile(r"^(?:\d{1,2}|[∗*†‡§¶])\s*\S")
 _ITEM_START = re.compile(r"^(?:\[\d{1,3}\]|[•●▪■◦‣∙–-]|\d{1,2}[.)])\s")
 _SENTENCE_END = re.compile(r"[.!?:]['\")\]]*$")
-_BAD_META_TITLE = re.compile(r"\.(pdf|docx?|tex|dvi|pptx?|indd|rtf)$|^untitled|^microsoft (word|powerpoint)|[\\/]", re.I)
+_BAD_META_TITLE = re.compile(
+    r"\.(pdf|docx?|tex|dvi|pptx?|indd|rtf)$|^untitled|^microsoft (word|powerpoint)|[\\/]", re.I
+)
 _NORM = re.compile(r"[^a-z0-9]+")
 
 
@@ -129,7 +147,9 @@ def _open(path: Path) -> pymupdf.Document:
         raise DocumentError(path, f"corrupt or not a PDF, cannot be opened ({exc})") from exc
     if doc.needs_pass:
         doc.close()
-        raise DocumentError(path, "encrypted: the PDF needs a password; decrypt it (e.g. `qpdf --decrypt`) and add it again")
+        raise DocumentError(
+            path, "encrypted: the PDF needs a password; decrypt it (e.g. `qpdf --decrypt`) and add it again"
+        )
     if doc.page_count == 0:
         repaired = doc.is_repaired
         doc.close()
@@ -209,7 +229,8 @@ def _attach_floats(page: pymupdf.Page, pg: _Page, path: Path) -> None:
         pg.floats.append(PdfFloat(bbox, ParsedParagraph(text, pg.number, tab.bbox, Attachment.TABLE)))
         consumed.update(ln for ln in pg.lines if _inside(ln.bbox, tab.bbox))
     for fig in figures:
-        fig_bbox = tuple(float(v) for v in fig.bbox)
+        x0, y0, x1, y1 = (float(v) for v in fig.bbox)
+        fig_bbox = (x0, y0, x1, y1)
         bbox = fig_bbox
         caption = (fig.caption or "").strip()
         key = _NORM.sub("", caption.lower())[:40]
@@ -220,9 +241,9 @@ def _attach_floats(page: pymupdf.Page, pg: _Page, path: Path) -> None:
                 consumed.update(cap_lines)
                 bbox = _union([bbox, *(ln.bbox for ln in cap_lines)])
                 break
-        para = ParsedParagraph(caption, pg.number, fig_bbox, Attachment.IMAGE, fig.image)  # type: ignore[arg-type]
-        pg.floats.append(PdfFloat(bbox, para))  # type: ignore[arg-type]
-        consumed.update(ln for ln in pg.lines if _inside(ln.bbox, fig_bbox))  # type: ignore[arg-type]
+        para = ParsedParagraph(caption, pg.number, fig_bbox, Attachment.IMAGE, fig.image)
+        pg.floats.append(PdfFloat(bbox, para))
+        consumed.update(ln for ln in pg.lines if _inside(ln.bbox, fig_bbox))
     pg.lines = [ln for ln in pg.lines if ln not in consumed]
 
 
@@ -531,7 +552,11 @@ def _heading_text(placed: Sequence[Placed], i: int) -> tuple[str, int]:
     j = i + 1
     while j < len(placed) and len(parts) < 3:
         nxt = placed[j]
-        if not isinstance(nxt.item, Line) or (nxt.page, nxt.column, nxt.band) != (placed[i].page, placed[i].column, placed[i].band):
+        if not isinstance(nxt.item, Line) or (nxt.page, nxt.column, nxt.band) != (
+            placed[i].page,
+            placed[i].column,
+            placed[i].band,
+        ):
             break
         ln = nxt.item
         if abs(ln.size - first.size) > 0.3 or ln.bold != first.bold or _NUMBERED.match(ln.text):

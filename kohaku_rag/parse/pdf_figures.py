@@ -276,8 +276,10 @@ def _visible_paths(page: pymupdf.Page) -> list[dict[str, Any]]:
 
 def _is_container(path: dict[str, Any]) -> bool:
     """A closed or filled shape can frame text; an open polyline (a plot curve) cannot."""
-    return "f" in path.get("type", "") or bool(path.get("closePath")) or all(
-        item[0] in ("re", "qu") for item in path["items"]
+    return (
+        "f" in path.get("type", "")
+        or bool(path.get("closePath"))
+        or all(item[0] in ("re", "qu") for item in path["items"])
     )
 
 

@@ -124,7 +124,7 @@ def page_lines(page: pymupdf.Page, page_no: int) -> list[Line]:
             out.append(
                 Line(
                     page=page_no,
-                    bbox=tuple(round(v, 2) for v in line["bbox"]),  # type: ignore[arg-type]
+                    bbox=tuple(round(v, 2) for v in line["bbox"]),
                     baseline=round(main["origin"][1], 2),
                     text=_SPACES.sub(" ", text).strip(),
                     size=size,

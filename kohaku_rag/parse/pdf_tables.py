@@ -52,7 +52,12 @@ def page_words(page: pymupdf.Page) -> list[Word]:
             def close() -> None:
                 nonlocal chars, text
                 if text:
-                    box = (min(c[0] for c in chars), min(c[1] for c in chars), max(c[2] for c in chars), max(c[3] for c in chars))
+                    box = (
+                        min(c[0] for c in chars),
+                        min(c[1] for c in chars),
+                        max(c[2] for c in chars),
+                        max(c[3] for c in chars),
+                    )
                     words.append((*box, text))
                 chars, text = [], ""
 
@@ -129,7 +134,7 @@ def find_page_tables(page: pymupdf.Page, lines: Sequence[Line], words: Sequence[
         if header.external:
             hb = header.bbox
             bbox = (min(bbox[0], hb[0]), min(bbox[1], hb[1]), max(bbox[2], hb[2]), max(bbox[3], hb[3]))
-        out.append(FoundTable(bbox=bbox, rows=tuple(rows)))  # type: ignore[arg-type]
+        out.append(FoundTable(bbox=bbox, rows=tuple(rows)))
     return out
 
 

@@ -79,8 +79,9 @@ def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float
     return dict(fused)
 
 
-def rerank(per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float,
-           weights: Sequence[float] | None = None) -> list[UnitScore]:
+def rerank(
+    per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float, weights: Sequence[float] | None = None
+) -> list[UnitScore]:
     """KohakuRAG's cross-query rerank of units found by several queries.
 
     `weights` (one per query, default 1) scale a query's scores and its vote in the
@@ -211,7 +212,9 @@ class Retriever:
             scores[target] = max(scores.get(target, 0.0), unit.score)
         kept = dedup(targets, cfg.dedup)
         rows = self.store.get_nodes(kept)
-        parents = self.store.get_nodes({r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()})
+        parents = self.store.get_nodes(
+            {r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()}
+        )
         items = [
             ContextItem(
                 doc_id=rows[n].doc_id,

@@ -28,10 +28,6 @@ class SampleSpec:
     doc_id: str
     columns: int
 
-    @property
-    def markdown_name(self) -> str:
-        return f"{self.doc_id}.md"
-
 
 SAMPLES: tuple[SampleSpec, ...] = (
     SampleSpec("sample_gpu_energy", columns=1),
@@ -143,7 +139,7 @@ def _blank_pdf() -> bytes:
 
 def _encrypted(pdf: bytes) -> bytes:
     doc = pymupdf.open("pdf", pdf)
-    return _save(doc, encryption=pymupdf.PDF_ENCRYPT_AES_256, user_pw="kohaku-user", owner_pw="kohaku-owner")
+    return _save(doc, encryption=pymupdf.mupdf.PDF_ENCRYPT_AES_256, user_pw="kohaku-user", owner_pw="kohaku-owner")
 
 
 def _scanned(pdf: bytes) -> bytes:

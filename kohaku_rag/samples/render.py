@@ -294,10 +294,16 @@ def _draw_chart(flow: _Flow, table: Sequence[Sequence[str]], label_col: str, val
         bar = pymupdf.Rect(bx0, plot.y1 - plot.height * v / top, bx0 + slot * 0.6, plot.y1)
         page.draw_rect(bar, color=(0.15, 0.25, 0.45), fill=(0.35, 0.5, 0.75), width=0.5)
         value = f"{v:g}"
-        page.insert_text((bar.x0 + (bar.width - pymupdf.get_text_length(value, fontsize=6.5)) / 2, bar.y0 - 2), value, fontsize=6.5)
-        page.insert_text((bar.x0 + (bar.width - pymupdf.get_text_length(label, fontsize=7)) / 2, plot.y1 + 9), label, fontsize=7)
+        page.insert_text(
+            (bar.x0 + (bar.width - pymupdf.get_text_length(value, fontsize=6.5)) / 2, bar.y0 - 2), value, fontsize=6.5
+        )
+        page.insert_text(
+            (bar.x0 + (bar.width - pymupdf.get_text_length(label, fontsize=7)) / 2, plot.y1 + 9), label, fontsize=7
+        )
     page.insert_text(
-        (plot.x0 + (plot.width - pymupdf.get_text_length(label_col, fontsize=7.5)) / 2, plot.y1 + 21), label_col, fontsize=7.5
+        (plot.x0 + (plot.width - pymupdf.get_text_length(label_col, fontsize=7.5)) / 2, plot.y1 + 21),
+        label_col,
+        fontsize=7.5,
     )
     ylab_w = pymupdf.get_text_length(value_col, fontsize=7.5)
     page.insert_text((rect.x0 + 10, plot.y1 - (plot.height - ylab_w) / 2), value_col, fontsize=7.5, rotate=90)
@@ -332,10 +338,11 @@ def render_pdf(source: str, *, columns: int, running_header: str, metadata: dict
             _draw_table(flow, block.rows)
             last_table = block.rows
         elif block.kind == "chart" and block.chart is not None:
-            if nxt is not None and nxt.kind == "caption" and CHART_HEIGHT + 40 > flow.room:
+            if nxt is not None and nxt.kind == "caption" and flow.room < CHART_HEIGHT + 40:
                 flow.next_column()  # keep the chart with its caption
             _draw_chart(flow, last_table, *block.chart)
-    for number, page in enumerate(doc, start=1):
+    for number in range(1, doc.page_count + 1):
+        page = doc[number - 1]
         page.insert_text((72, HEADER_Y), running_header, fontsize=8, fontname="helv")
         page.insert_text((PAGE.width / 2 - 3, FOOTER_Y), str(number), fontsize=9, fontname="helv")
     doc.set_metadata(metadata)

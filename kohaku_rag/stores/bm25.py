@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,16 +29,141 @@ TOKENIZER_VERSION = "1"
 _SAVED = ("format_version", "node_ids", "doc_ids", "terms", "term_start", "post_rows", "post_scores", "params")
 
 STOPWORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each else et al etc
-    e.g i.e few for from further had has have having he her here hers herself him himself his how
-    i if in into is it its itself just me more most my myself no nor not of off on once only or
-    other our ours ourselves out over own same she should so some such than that the their theirs
-    them themselves then there these they this those through to too under until up very via was we
-    were what when where which while who whom why will with would you your yours yourself
-    yourselves
-    """.split()
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "else",
+        "et",
+        "al",
+        "etc",
+        "e.g",
+        "i.e",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "via",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+    ]
 )
 
 # A token: optional currency sign, alphanumeric runs joined by '-' or '/' (compounds
@@ -142,9 +267,7 @@ Row = tuple[str, str, Sequence[str]]  # (node_id, doc_id, tokens)
 
 def paragraph_rows(nodes: Iterable[Node], *, stem: bool = True) -> list[Row]:
     """BM25 rows for the paragraphs among `nodes` (other kinds are skipped)."""
-    return [
-        (n.node_id, n.doc_id, tokenize(n.text, stem=stem)) for n in nodes if n.kind is NodeKind.PARAGRAPH
-    ]
+    return [(n.node_id, n.doc_id, tokenize(n.text, stem=stem)) for n in nodes if n.kind is NodeKind.PARAGRAPH]
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,6 +285,7 @@ class BM25Index:
     b: float
     epsilon: float
     stem: bool
+    _term_index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_term_index", {t: i for i, t in enumerate(self.terms.tolist())})
@@ -294,5 +418,8 @@ class BM25Index:
             stem=bool(stem),
         )
 
-def build(rows: Iterable[Row], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25, stem: bool = True) -> BM25Index:
+
+def build(
+    rows: Iterable[Row], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25, stem: bool = True
+) -> BM25Index:
     return BM25Index.build(rows, k1=k1, b=b, epsilon=epsilon, stem=stem)

@@ -33,10 +33,10 @@ import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Union
+from typing import TypeAlias, cast
 
 import apsw
 import numpy as np
@@ -50,12 +50,10 @@ SCHEMA_VERSION = "1"
 VEC_KINDS: tuple[NodeKind, ...] = (NodeKind.SENTENCE, NodeKind.PARAGRAPH)
 MAX_K = 4096  # sqlite-vec refuses larger k
 
-Vectors = Union[Mapping[str, np.ndarray], tuple[Sequence[str], np.ndarray]]
-NodesInput = Union[Sequence[Node], pa.Table]
+Vectors: TypeAlias = Mapping[str, np.ndarray] | tuple[Sequence[str], np.ndarray]
+NodesInput: TypeAlias = Sequence[Node] | pa.Table
 
-_NODE_COLUMNS = (
-    "node_id, doc_id, parent_id, kind, ordinal, title, text, page, bbox, attachment, media_hash, length"
-)
+_NODE_COLUMNS = "node_id, doc_id, parent_id, kind, ordinal, title, text, page, bbox, attachment, media_hash, length"
 
 
 class IndexMismatchError(KohakuError):
@@ -141,7 +139,9 @@ class VectorStore:
     def _init_schema(self, model_id: str | None) -> None:
         with self._write():
             self._conn.execute("CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+            meta: dict[str, str] = {
+                str(k): str(v) for k, v in self._conn.execute("SELECT key, value FROM meta").fetchall()
+            }
             if not meta:
                 meta = {"schema_version": SCHEMA_VERSION, "dim": str(self.dim)}
                 if model_id is not None:
@@ -255,16 +255,14 @@ class VectorStore:
                 f"INSERT INTO nodes({_NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
         except apsw.ConstraintError as exc:
-            raise ValueError(
-                f"document {up.doc_id!r}: a node id is already used by another document ({exc})"
-            ) from exc
+            raise ValueError(f"document {up.doc_id!r}: a node id is already used by another document ({exc})") from exc
         ids = dict(self._conn.execute("SELECT node_id, id FROM nodes WHERE doc_id = ?", (up.doc_id,)))
         kinds = {r[0]: r[3] for r in rows}
         by_kind: dict[str, list[tuple[int, bytes, str]]] = {}
         for node_id, vec in _vector_items(up.doc_id, up.vectors, self.dim):
             if node_id not in ids:
                 raise ValueError(f"document {up.doc_id!r}: vector for unknown node {node_id!r}")
-            by_kind.setdefault(kinds[node_id], []).append((ids[node_id], vec.tobytes(), up.doc_id))
+            by_kind.setdefault(str(kinds[node_id]), []).append((ids[node_id], vec.tobytes(), up.doc_id))
         for kind, items in by_kind.items():
             if kind in VEC_KINDS:
                 self._conn.executemany(
@@ -277,13 +275,13 @@ class VectorStore:
                 )
         self._conn.execute(
             "INSERT INTO documents(doc_id, version, title, url, n_nodes, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (up.doc_id, up.version, up.title, up.url, len(rows), datetime.now(timezone.utc).isoformat()),
+            (up.doc_id, up.version, up.title, up.url, len(rows), datetime.now(UTC).isoformat()),
         )
 
     # ---- reads -----------------------------------------------------------------------
 
     def document_versions(self) -> dict[str, str]:
-        return dict(self._conn.execute("SELECT doc_id, version FROM documents").fetchall())
+        return {str(d): str(v) for d, v in self._conn.execute("SELECT doc_id, version FROM documents").fetchall()}
 
     def documents(self) -> list[DocumentRow]:
         rows = self._conn.execute(
@@ -321,9 +319,7 @@ class VectorStore:
     def _query(self, query_vec: np.ndarray) -> np.ndarray:
         q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
         if q.shape != (self.dim,):
-            raise ValueError(
-                f"query vector has {q.size} values but the index holds {self.dim}-dimensional vectors"
-            )
+            raise ValueError(f"query vector has {q.size} values but the index holds {self.dim}-dimensional vectors")
         norm = float(np.linalg.norm(q))
         if not np.isfinite(norm) or norm == 0.0:
             raise ValueError("query vector is zero or not finite")
@@ -351,7 +347,7 @@ class VectorStore:
         ).fetchall()
         if not rows:
             return []
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+        matrix = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
         scores = matrix @ query
         top = np.argsort(-scores, kind="stable")[:k]
         return [Hit(rows[i][0], rows[i][1], kind, float(scores[i])) for i in top]
@@ -365,9 +361,7 @@ class VectorStore:
         return {r[0]: _row_to_node(r) for r in rows}
 
     def children(self, node_id: str) -> list[Node]:
-        rows = self._conn.execute(
-            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE parent_id = ? ORDER BY ordinal", (node_id,)
-        )
+        rows = self._conn.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE parent_id = ? ORDER BY ordinal", (node_id,))
         return [_row_to_node(r) for r in rows]
 
     def vector(self, node_id: str) -> np.ndarray | None:
@@ -388,10 +382,11 @@ class VectorStore:
         node_kind = _kind(kind)
         if node_kind in VEC_KINDS:
             # vec0's rowid map counts rows without reading vectors.
-            sql, params = f"SELECT count(*) FROM {_vec_table(node_kind)}_rowids", ()
+            sql, params = f"SELECT count(*) FROM {_vec_table(node_kind)}_rowids", tuple[str, ...]()
         else:
             sql, params = "SELECT count(*) FROM node_vectors WHERE kind = ?", (str(node_kind),)
-        return int(self._conn.execute(sql, params).fetchone()[0])
+        (count,) = self._conn.execute(sql, params).fetchall()[0]
+        return int(cast(int, count))
 
 
 def _vec_table(kind: NodeKind) -> str:
@@ -416,21 +411,39 @@ def _node_rows(doc_id: str, nodes: NodesInput) -> list[tuple[object, ...]]:
     if isinstance(nodes, pa.Table):
         records = [
             (
-                r["node_id"], r["doc_id"], r["parent_id"], _kind(r["kind"]).value, r["ordinal"], r["title"],
-                r["text"], r["page"], r.get("bbox"), r["attachment"], r.get("media_hash"),
+                r["node_id"],
+                r["doc_id"],
+                r["parent_id"],
+                _kind(r["kind"]).value,
+                r["ordinal"],
+                r["title"],
+                r["text"],
+                r["page"],
+                r.get("bbox"),
+                r["attachment"],
+                r.get("media_hash"),
             )
             for r in nodes.to_pylist()
         ]
     else:
         records = [
             (
-                n.node_id, n.doc_id, n.parent_id, _kind(n.kind).value, n.ordinal, n.title, n.text, n.page,
-                n.bbox, str(n.attachment), n.media_hash,
+                n.node_id,
+                n.doc_id,
+                n.parent_id,
+                _kind(n.kind).value,
+                n.ordinal,
+                n.title,
+                n.text,
+                n.page,
+                n.bbox,
+                str(n.attachment),
+                n.media_hash,
             )
             for n in nodes
         ]
     seen: set[str] = set()
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for rec in records:
         node_id, node_doc, bbox, text = rec[0], rec[1], rec[8], rec[6]
         if node_doc != doc_id:
@@ -449,9 +462,7 @@ def _vector_items(doc_id: str, vectors: Vectors, dim: int) -> Iterator[tuple[str
         ids, matrix = vectors
         matrix = np.asarray(matrix, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(ids):
-            raise ValueError(
-                f"document {doc_id!r}: vector matrix has shape {matrix.shape} for {len(ids)} node ids"
-            )
+            raise ValueError(f"document {doc_id!r}: vector matrix has shape {matrix.shape} for {len(ids)} node ids")
         pairs: Iterable[tuple[str, np.ndarray]] = zip(ids, matrix)
     else:
         pairs = vectors.items()
@@ -482,7 +493,7 @@ def _row_to_node(r: tuple) -> Node:
         title=r[5],
         text=r[6],
         page=r[7],
-        bbox=tuple(json.loads(r[8])) if r[8] is not None else None,  # type: ignore[arg-type]
+        bbox=tuple(json.loads(r[8])) if r[8] is not None else None,
         attachment=Attachment(r[9]),
         media_hash=r[10],
     )
