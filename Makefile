@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kohaku-installed
 
-.PHONY: install demo test bench ui clean-lake
+.PHONY: install demo test lint bench ui clean-lake
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/kohaku demo
 
-test: $(STAMP)
+# Lint, format check and type check first (seconds), then the tests.
+lint: $(STAMP)
+	$(BIN)/ruff check kohaku_rag kohaku_assets tests bench
+	$(BIN)/ruff format --check kohaku_rag kohaku_assets tests bench
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

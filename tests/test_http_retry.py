@@ -102,11 +102,13 @@ def test_normalise_base_url() -> None:
 
 
 def test_retries_then_succeeds_and_keeps_the_key_out(server: ThreadingHTTPServer) -> None:
-    server.script.extend([  # type: ignore[attr-defined]
-        (429, [("Retry-After", "0")], f"slow down {SECRET}"),
-        (503, [], "busy"),
-        (200, [], json.dumps({"ok": True})),
-    ])
+    server.script.extend(
+        [  # type: ignore[attr-defined]
+            (429, [("Retry-After", "0")], f"slow down {SECRET}"),
+            (503, [], "busy"),
+            (200, [], json.dumps({"ok": True})),
+        ]
+    )
     url = f"http://127.0.0.1:{server.server_port}/v1/x"
     policy = RetryPolicy(max_retries=2, backoff_base=0.01)
     with httpx.Client(timeout=5.0) as client:

@@ -19,10 +19,17 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.leaderboard import ref_urls_for
+from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
-from kohaku_rag.lake import write_parquet_atomic
+from kohaku_rag.lake import Lake, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.models import ModelPool
+
+
+def _partition(settings: KohakuSettings, context: AssetExecutionContext) -> tuple[Lake, QAConfig, st.QAKeys]:
+    """The lake, the partition's config and the keys its tables are stored under."""
+    cfg = config_of(settings.lake, context.partition_key)
+    return settings.lake, cfg, st.keys_for(settings.lake, cfg)
 
 
 def _calls(chat: ChatModel) -> tuple[int, int]:
@@ -61,9 +68,7 @@ def retrievals(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
     started = time.perf_counter()
-    lake = settings.lake
-    cfg = config_of(settings.lake, context.partition_key)
-    keys = st.keys_for(lake, cfg)
+    lake, cfg, keys = _partition(settings, context)
     path = st.retrieval_path(lake, keys.retrieval)
     reused = path.exists()
     if not reused:
@@ -99,9 +104,7 @@ def predictions(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
     started = time.perf_counter()
-    lake = settings.lake
-    cfg = config_of(settings.lake, context.partition_key)
-    keys = st.keys_for(lake, cfg)
+    lake, cfg, keys = _partition(settings, context)
     todo = st.missing_runs(lake, keys.prediction, cfg.voting.runs)
     hits = misses = 0
     if todo:
@@ -155,9 +158,7 @@ def predictions(
     description="The m runs voted into one answer per question, stored by voting hash.",
 )
 def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    lake = settings.lake
-    cfg = config_of(settings.lake, context.partition_key)
-    keys = st.keys_for(lake, cfg)
+    lake, cfg, keys = _partition(settings, context)
     path = st.ensemble_path(lake, keys.ensemble)
     reused = path.exists()
     if not reused:
@@ -187,9 +188,7 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
     description="WattBot score of the ensemble (when the question file has gold answers).",
 )
 def scores(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    lake = settings.lake
-    cfg = config_of(settings.lake, context.partition_key)
-    keys = st.keys_for(lake, cfg)
+    lake, cfg, keys = _partition(settings, context)
     questions = load_questions(cfg.questions)
     scored = st.score_answers(questions, st.read_answers(st.ensemble_path(lake, keys.ensemble)), st.corpus_ids(lake))
     path = st.score_path(lake, keys.ensemble)
@@ -226,9 +225,8 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     description="The ensemble as a WattBot submission CSV: <lake>/qa/submissions/<config>.csv.",
 )
 def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    lake, name = settings.lake, context.partition_key
-    cfg = config_of(settings.lake, name)
-    keys = st.keys_for(lake, cfg)
+    lake, cfg, keys = _partition(settings, context)
+    name = context.partition_key
     questions = load_questions(cfg.questions)
     answers = st.read_answers(st.ensemble_path(lake, keys.ensemble))
     urls = ref_urls_for(settings.corpus, answers)

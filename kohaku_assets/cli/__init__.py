@@ -78,8 +78,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    # The UI's sensors and runs read the lake's recorded index settings; a different
+    # --index-config would be ignored there, so it is refused here.
+    settings.index_config()
     instance_for(settings.lake.root)  # creates the instance home and sets DAGSTER_HOME
     env = {**os.environ, "KOHAKU_LAKE": str(settings.lake.root), "KOHAKU_CORPUS": str(settings.corpus)}
+    env.pop("KOHAKU_INDEX_CONFIG", None)
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-p", str(args.port)]
     return subprocess.call(cmd, env=env)
 

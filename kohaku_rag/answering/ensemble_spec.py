@@ -1,4 +1,4 @@
-"""Cross-config ensembles: one vote over the runs of several configurations.
+"""An ensemble spec: which configs vote together, and how.
 
 An ensemble spec is a file in `<configs>/ensembles/` (TOML or JSON), named by its stem:
 

@@ -41,6 +41,7 @@ __all__ = [
     "EmbeddingsClient",
     "RetryPolicy",
     "embeddings_url",
+    "hosted_client",
     "parse_retry_after",
     "read_api_key",
 ]
@@ -152,3 +153,30 @@ class EmbeddingsClient:
         if rows.ndim != 2 or rows.shape[1] == 0 or not np.isfinite(rows).all():
             raise BackendError(f"{self.url}: embeddings are not equal-length lists of finite floats")
         return rows
+
+
+def hosted_client(
+    base_url: str,
+    provider: str,
+    *,
+    api_key_env: str | None,
+    dimensions: int | None,
+    batch_size: int,
+    timeout: float,
+    max_retries: int,
+    backoff_base: float,
+    concurrency: int,
+) -> EmbeddingsClient:
+    """The client of a hosted embedder, its settings checked (both hosted backends share it)."""
+    if dimensions is not None and dimensions < 1:
+        raise ValueError(f"dimensions must be positive, got {dimensions}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    return EmbeddingsClient(
+        embeddings_url(base_url),
+        read_api_key(api_key_env, provider),
+        timeout=timeout,
+        retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base),
+        concurrency=concurrency,
+        dim=dimensions,
+    )

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.embed.base import Role, check_texts
-from kohaku_rag.embed.http import EmbeddingsClient, RetryPolicy, embeddings_url, read_api_key
+from kohaku_rag.embed.http import hosted_client
 
 JINA_BASE_URL = "https://api.jina.ai"
 
@@ -37,22 +37,21 @@ class JinaEmbedder:
     ) -> None:
         if not model:
             raise ValueError("JinaEmbedder needs a model name")
-        if dimensions is not None and dimensions < 1:
-            raise ValueError(f"dimensions must be positive, got {dimensions}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.model = model
         # None leaves `task` out of the request, for Jina models without adapters (v2).
         self.tasks: dict[Role, str | None] = {"passage": passage_task, "query": query_task}
         self.dimensions = dimensions
         self.batch_size = batch_size
-        self._client = EmbeddingsClient(
-            embeddings_url(base_url),
-            read_api_key(api_key_env, "Jina"),
+        self._client = hosted_client(
+            base_url,
+            "Jina",
+            api_key_env=api_key_env,
+            dimensions=dimensions,
+            batch_size=batch_size,
             timeout=timeout,
-            retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base),
+            max_retries=max_retries,
+            backoff_base=backoff_base,
             concurrency=concurrency,
-            dim=dimensions,
         )
 
     def __repr__(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.embed.base import Role, check_texts
-from kohaku_rag.embed.http import EmbeddingsClient, RetryPolicy, embeddings_url, read_api_key
+from kohaku_rag.embed.http import hosted_client
 
 OPENAI_BASE_URL = "https://api.openai.com"
 
@@ -36,20 +36,19 @@ class OpenAIEmbedder:
     ) -> None:
         if not model:
             raise ValueError("OpenAIEmbedder needs a model name")
-        if dimensions is not None and dimensions < 1:
-            raise ValueError(f"dimensions must be positive, got {dimensions}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.model = model
         self.dimensions = dimensions
         self.batch_size = batch_size
-        self._client = EmbeddingsClient(
-            embeddings_url(base_url),
-            read_api_key(api_key_env, "OpenAI-compatible"),
+        self._client = hosted_client(
+            base_url,
+            "OpenAI-compatible",
+            api_key_env=api_key_env,
+            dimensions=dimensions,
+            batch_size=batch_size,
             timeout=timeout,
-            retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base),
+            max_retries=max_retries,
+            backoff_base=backoff_base,
             concurrency=concurrency,
-            dim=dimensions,
         )
 
     def __repr__(self) -> str:

@@ -1,0 +1,1 @@
+"""Evaluation: WattBot records and CSV files, answer normalisation, the score, voting."""

@@ -1,4 +1,4 @@
-"""The WattBot score, the paper's error taxonomy, and the submission CSV.
+"""The WattBot score and the paper's error taxonomy.
 
 Score per question = 0.75 × value + 0.15 × ref + 0.10 × NA (the official recipe quoted
 in KohakuRAG docs/wattbot.md). The component rules follow KohakuRAG's own validator,

@@ -1,0 +1,1 @@
+"""Parsing: PDF, KohakuRAG JSON payloads, Markdown and text into a section tree."""

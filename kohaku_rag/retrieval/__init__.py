@@ -1,0 +1,1 @@
+"""Retrieval: multi-query hybrid search over the hierarchical index, and its settings."""

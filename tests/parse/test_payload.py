@@ -11,20 +11,34 @@ from kohaku_rag.tree import Attachment, NodeKind, build_tree
 
 
 def test_payload_drops_image_placeholders_and_repairs_hyphens(tmp_path):
-    page = ("Recent progress in hardware and methodol-\nogy for training neural networks has ushered\n"
-            "in a new generation of large networks.\nShort end.\n"
-            "[Image page=1 idx=1 name=X39.png] Size: 10x10, Data: 67 bytes\n")
-    payload = {"document_id": "x", "title": "X", "sections": [{"title": "Page 1", "metadata": {"page": 1}, "paragraphs": [
-        {"text": page, "metadata": {"page": 1}},
-        {"text": "[Image page=1 idx=2 name=Y.png] Size: 1x1, Data: 67 bytes", "metadata": {"page": 1, "attachment_type": "image"}},
-    ]}]}
+    page = (
+        "Recent progress in hardware and methodol-\nogy for training neural networks has ushered\n"
+        "in a new generation of large networks.\nShort end.\n"
+        "[Image page=1 idx=1 name=X39.png] Size: 10x10, Data: 67 bytes\n"
+    )
+    payload = {
+        "document_id": "x",
+        "title": "X",
+        "sections": [
+            {
+                "title": "Page 1",
+                "metadata": {"page": 1},
+                "paragraphs": [
+                    {"text": page, "metadata": {"page": 1}},
+                    {
+                        "text": "[Image page=1 idx=2 name=Y.png] Size: 1x1, Data: 67 bytes",
+                        "metadata": {"page": 1, "attachment_type": "image"},
+                    },
+                ],
+            }
+        ],
+    }
     path = tmp_path / "x.json"
     path.write_text(json.dumps(payload))
     doc = parse_payload_json(path, "x")
     text = " ".join(p.text for s in doc.sections for p in s.paragraphs)
     assert "methodology" in text and "[Image" not in text
     assert doc.sections[0].page == 1
-
 
 
 def test_markdown_and_text_drop_image_placeholders(tmp_path):
@@ -45,7 +59,9 @@ def test_long_blocks_are_cut_at_sentences():
 
 def test_markdown_sections_and_tables(tmp_path):
     path = tmp_path / "m.md"
-    path.write_text("# Title\n\nIntro text here that is long enough.\n\n## 1 Method\n\n| GPU | Watts |\n|---|---|\n| A100 | 400 |\n\nBody.\n")
+    path.write_text(
+        "# Title\n\nIntro text here that is long enough.\n\n## 1 Method\n\n| GPU | Watts |\n|---|---|\n| A100 | 400 |\n\nBody.\n"
+    )
     doc = parse_markdown(path, "m")
     assert doc.title == "Title"
     assert [s.title for s in doc.sections] == ["Title", "1 Method"]

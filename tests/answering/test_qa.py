@@ -5,12 +5,14 @@ import dataclasses
 import json
 import re
 import shutil
-import threading
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 from chat_server import ChatServer, Fault
+from corpus_docs import write_corpus
+from qa_server import QUESTIONS, QAServer
+from qa_server import response_schema as _schema
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
@@ -25,74 +27,11 @@ from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.retriever import open_retriever
 
-DOCS = {
-    "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
-           "Energy use was 4.8 kWh per run, measured with nvidia-smi at one sample per second.\n",
-    "water": "# Water\n\n## 1 Cooling\n\nData centers withdraw water for evaporative cooling towers.\n\n"
-             "The water usage effectiveness was 0.18 liters per kWh for the facility in 2023.\n",
-    "carbon": "# Carbon\n\n## 1 Grid\n\nCarbon intensity of the grid was 429 gCO2e per kWh in the studied region.\n\n"
-              "Training emitted 4.3 tCO2e in total according to the authors' estimate.\n",
-}
-QUESTIONS = {  # question -> (unit, gold value, gold document)
-    "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),
-    "How many watts did the A100 GPU draw?": ("W", "400", "gpu"),
-    "What was the water usage effectiveness in liters per kWh?": ("L/kWh", "0.18", "water"),
-}
-_QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
-
-
-class QAServer(ChatServer):
-    """Answers like a well-behaved model: the gold value when the gold document is in the
-    schema's ref_id enum (i.e. in the context), else is_blank. Planner requests get one query."""
-
-    blank_first: dict[str, int]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.blank_first = {}
-        self.cite_outside = False
-        self.wrong_at_temperature: float | None = None  # answers 999 at this temperature
-        self.guard = threading.Lock()
-
-    def kinds(self) -> dict[str, int]:
-        counts = {"planner": 0, "answer": 0}
-        for r in self.requests:
-            counts["answer" if "ref_id" in _schema(r.body)["properties"] else "planner"] += 1
-        return counts
-
-    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
-        schema = _schema(body)
-        question = _QUESTION.search(key).group(1).strip()
-        if "queries" in schema["properties"]:
-            return json.dumps({"queries": [f"{question.split()[-1]} measurement"]})
-        unit, value, doc = QUESTIONS[question]
-        enum = schema["properties"]["ref_id"]["items"].get("enum", [])
-        with self.guard:
-            forced_blank = self.blank_first.get(question, 0) > 0
-            if forced_blank:
-                self.blank_first[question] -= 1
-        if forced_blank or doc not in enum:
-            return json.dumps({"explanation": "", "answer": "", "answer_value": "", "answer_unit": unit,
-                               "ref_id": enum[:1], "is_blank": True})
-        refs = [doc, "nonexistent2020"] if self.cite_outside else [doc]
-        if body["temperature"] == self.wrong_at_temperature:
-            value = "999"
-        return json.dumps({"explanation": f"seed {body['seed']} temperature {body['temperature']}",
-                           "answer": f"{value} {unit}", "answer_value": value, "answer_unit": unit,
-                           "ref_id": refs, "is_blank": False})
-
-
-def _schema(body):
-    return body["response_format"]["json_schema"]["schema"]
-
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("qa")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    for doc_id, text in DOCS.items():
-        (corpus / f"{doc_id}.md").write_text(text)
+    corpus = write_corpus(root / "corpus")
     mp = pytest.MonkeyPatch()
     mp.setenv("DAGSTER_HOME", str(root / "lake" / ".dagster"))
     report = run_index(KohakuSettings(lake_root=str(root / "lake"), corpus_dir=str(corpus)), progress=lambda _m: None)
@@ -122,16 +61,23 @@ def write_config(settings, name, server, questions, retrieval=None, generation=N
     folder = settings.lake.root / "configs"
     folder.mkdir(exist_ok=True)
     llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
-    data = {"questions": str(questions), "retrieval": {"planner_max_queries": 2, **(retrieval or {})},
-            "generation": {"llm": llm, **(generation or {})}, "voting": {"runs": 2, **(voting or {})}}
+    data = {
+        "questions": str(questions),
+        "retrieval": {"planner_max_queries": 2, **(retrieval or {})},
+        "generation": {"llm": llm, **(generation or {})},
+        "voting": {"runs": 2, **(voting or {})},
+    }
     (folder / f"{name}.json").write_text(json.dumps(data))
     return load_qa_config(folder / f"{name}.json")
 
 
 def mtimes(settings, cfg):
     keys = st.keys_for(settings.lake, cfg)
-    paths = [st.retrieval_path(settings.lake, keys.retrieval), st.ensemble_path(settings.lake, keys.ensemble),
-             *(st.run_path(settings.lake, keys.prediction, r) for r in range(cfg.voting.runs))]
+    paths = [
+        st.retrieval_path(settings.lake, keys.retrieval),
+        st.ensemble_path(settings.lake, keys.ensemble),
+        *(st.run_path(settings.lake, keys.prediction, r) for r in range(cfg.voting.runs)),
+    ]
     return {str(p): p.stat().st_mtime_ns for p in paths}
 
 
@@ -155,7 +101,9 @@ def test_new_config_is_the_only_one_computed(env):
     assert server.kinds() == {"planner": 3, "answer": 6}  # 3 questions; 2 runs each
 
     cfg_b = write_config(settings, "b", server, questions, retrieval={"top_k_final": 2})
-    second = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance, cursor=first.cursor))
+    second = configs_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance, cursor=first.cursor)
+    )
     assert [r.partition_key for r in second.run_requests] == ["b"]
     assert second.dynamic_partitions_requests[0].partition_keys == ["b"]
     report_b = run_config(settings, "b")
@@ -165,10 +113,14 @@ def test_new_config_is_the_only_one_computed(env):
     assert server.kinds() == {"planner": 3, "answer": 12} and len(server.requests) - calls == 6
     assert cfg_a.retrieval_hash != cfg_b.retrieval_hash
 
-    board = duckdb.sql(f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config").fetchall()
+    board = duckdb.sql(
+        f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config"
+    ).fetchall()
     assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
     (settings.lake.root / "configs" / "b.json").unlink()
-    third = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance, cursor=second.cursor))
+    third = configs_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance, cursor=second.cursor)
+    )
     deleted = [r for r in third.dynamic_partitions_requests if type(r).__name__ == "DeleteDynamicPartitionsRequest"]
     assert deleted[0].partition_keys == ["b"] and not third.run_requests
 
@@ -194,10 +146,17 @@ def test_http_backend_answers_questions_concurrently(env):
     """max_concurrent bounds the requests in flight across questions, and is reached."""
     settings, server, questions = env
     server.default_delay = 0.3
-    llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None, "max_concurrent": 3}
+    llm = {
+        "backend": "openai",
+        "model": "scripted",
+        "base_url": server.base_url,
+        "api_key_env": None,
+        "max_concurrent": 3,
+    }
     (settings.lake.root / "configs").mkdir(exist_ok=True)
-    (settings.lake.root / "configs" / "wide.json").write_text(json.dumps(
-        {"questions": str(questions), "generation": {"llm": llm}, "voting": {"runs": 1}}))
+    (settings.lake.root / "configs" / "wide.json").write_text(
+        json.dumps({"questions": str(questions), "generation": {"llm": llm}, "voting": {"runs": 1}})
+    )
     report = run_config(settings, "wide", leaderboard_too=False)
     assert report.metadata["scores"]["final"] == pytest.approx(1.0)  # order and answers kept
     assert server.max_in_flight == 3  # 3 questions at once, never more than max_concurrent
@@ -239,7 +198,10 @@ def test_planner_keeps_question_and_falls_back_on_malformed_output(env):
     broken = plan_queries(question, chat, max_queries=3)
     assert broken.queries == (question,) and broken.fallback
     assert parse_plan(question, '{"queries": "not a list"}', 3) == ((question,), True)
-    assert parse_plan(question, '{"queries": ["a b c", "A B C", "x y", "z w"]}', 3) == ((question, "a b c", "x y"), False)
+    assert parse_plan(question, '{"queries": ["a b c", "A B C", "x y", "z w"]}', 3) == (
+        (question, "a b c", "x y"),
+        False,
+    )
 
 
 def test_ref_ids_are_limited_to_context_documents(env):
@@ -256,16 +218,26 @@ def test_ref_ids_are_limited_to_context_documents(env):
     assert pred.answer.ref_id == ("gpu",) and pred.answer.answer_value == "400"
     assert all(c.doc_id == "gpu" for c in pred.cited()) and pred.cited()
     assert all("400" in c.text for c in pred.cited())  # the snippets stating the value, not the whole document
-    stated = dataclasses.replace(pred, context=(*pred.context, dataclasses.replace(pred.context[0], node_id="gpu:x", text="It drew 1400 W.")))
+    stated = dataclasses.replace(
+        pred, context=(*pred.context, dataclasses.replace(pred.context[0], node_id="gpu:x", text="It drew 1400 W."))
+    )
     assert "gpu:x" not in [c.node_id for c in stated.cited()]
-    assert parse_reply('{"answer_value": "3", "ref_id": ["water"], "is_blank": false, "answer": "3"}', q, ["gpu"]).ref_id == ()
+    assert (
+        parse_reply('{"answer_value": "3", "ref_id": ["water"], "is_blank": false, "answer": "3"}', q, ["gpu"]).ref_id
+        == ()
+    )
 
 
 def test_is_blank_retry_deepens_k(env):
     settings, server, questions = env
-    cfg = write_config(settings, "a", server, questions,
-                       retrieval={"use_planner": False, "top_k_final": 1, "budget_chars": 400},
-                       generation={"max_retries": 2})
+    cfg = write_config(
+        settings,
+        "a",
+        server,
+        questions,
+        retrieval={"use_planner": False, "top_k_final": 1, "budget_chars": 400},
+        generation={"max_retries": 2},
+    )
     retriever = open_retriever(settings.lake, settings.index_config())
     chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
     question = "How many tCO2e did training emit?"
@@ -294,11 +266,17 @@ def test_cli_eval_and_ask(env, capsys):
     assert [q.id for q in submitted] == ["q1"] and submitted[0].gold.answer_value == "4.3"
     assert submitted[0].gold.ref_id == ("carbon",)
     run_out = questions.parent / "run1.csv"
-    assert cli_main(["eval", "--questions", str(other), "--config", "fake", "--run", "1", "--out", str(run_out), *args]) == 0
+    assert (
+        cli_main(["eval", "--questions", str(other), "--config", "fake", "--run", "1", "--out", str(run_out), *args])
+        == 0
+    )
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert last["run"] == 1 and last["final"] == pytest.approx(1.0) and run_out.exists()
 
-    assert cli_main(["ask", "How many watts did the A100 GPU draw?", "--config", "fake", "--unit", "W", "--json", *args]) == 0
+    assert (
+        cli_main(["ask", "How many watts did the A100 GPU draw?", "--config", "fake", "--unit", "W", "--json", *args])
+        == 0
+    )
     row = json.loads(capsys.readouterr().out)
     assert row["answer_value"] == "400" and row["citations"][0]["doc_id"] == "gpu"
     assert row["citations"][0]["node_id"].startswith("gpu:")
@@ -318,7 +296,9 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
     folder.mkdir()
     (folder / "runs.toml").write_text('configs = ["good", "hot"]\n')
     (folder / "heads.toml").write_text('configs = ["good", "hot"]\npool = "ensembles"\n')
-    sensed = ensemble_specs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance_for(settings.lake.root)))
+    sensed = ensemble_specs_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance_for(settings.lake.root))
+    )
     assert sorted(r.partition_key for r in sensed.run_requests) == ["heads", "runs"]
 
     pooled = run_ensemble(settings, "runs")  # 2 right runs against 3 wrong ones: the wrong answer wins
@@ -327,8 +307,10 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
     assert heads["voters"] == 2 and heads["value"] == pytest.approx(1.0)
     assert len(server.requests) == calls  # voting reads stored runs; no LLM call
     assert run_ensemble(settings, "runs")["reused"]
-    board = duckdb.sql(f"select config, kind, runs, final from '{st.leaderboard_path(settings.lake)}' "
-                       "where kind = 'ensemble' order by config").fetchall()
+    board = duckdb.sql(
+        f"select config, kind, runs, final from '{st.leaderboard_path(settings.lake)}' "
+        "where kind = 'ensemble' order by config"
+    ).fetchall()
     assert [(c, k, r) for c, k, r, _ in board] == [("heads", "ensemble", 2), ("runs", "ensemble", 5)]
 
     # A member with nothing stored fails the partition, naming the command that computes it.
@@ -344,8 +326,13 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
 def test_ensemble_spec_files_are_checked(tmp_path):
     from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 
-    bad = {"one.toml": 'configs = ["a"]', "twice.toml": 'configs = ["a", "a"]', "mode.toml": 'configs = ["a", "b"]\nmode = "x"',
-           "key.toml": 'configs = ["a", "b"]\nrunz = 3', "pool.toml": 'configs = ["a", "b"]\npool = "all"'}
+    bad = {
+        "one.toml": 'configs = ["a"]',
+        "twice.toml": 'configs = ["a", "a"]',
+        "mode.toml": 'configs = ["a", "b"]\nmode = "x"',
+        "key.toml": 'configs = ["a", "b"]\nrunz = 3',
+        "pool.toml": 'configs = ["a", "b"]\npool = "all"',
+    }
     for name, text in bad.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(ValueError, match=name):
@@ -364,15 +351,18 @@ def test_replies_with_raw_control_characters_are_read():
 
 def test_replies_keep_the_magnitude_their_words_state():
     q = Question("q1", "How much water did training consume?", "liters")
-    reply = ('{"explanation": "a total of 5.4 million liters", "answer": "5.4", "answer_value": "5.4", '
-             '"answer_unit": "liters", "ref_id": ["water"], "is_blank": false}')
+    reply = (
+        '{"explanation": "a total of 5.4 million liters", "answer": "5.4", "answer_value": "5.4", '
+        '"answer_unit": "liters", "ref_id": ["water"], "is_blank": false}'
+    )
     assert parse_reply(reply, q, ["water"]).answer_value == "5400000"
 
 
 def test_context_overflow_shrinks_the_context(env):
     settings, server, questions = env
-    cfg = write_config(settings, "a", server, questions,
-                       retrieval={"use_planner": False, "top_k_final": 6, "budget_chars": 4000})
+    cfg = write_config(
+        settings, "a", server, questions, retrieval={"use_planner": False, "top_k_final": 6, "budget_chars": 4000}
+    )
     retriever = open_retriever(settings.lake, settings.index_config())
     chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
     q = Question("q1", "How many tCO2e did training emit?", "tCO2e")
@@ -388,7 +378,9 @@ def test_config_files_and_part_hashes(tmp_path):
     from kohaku_rag.answering.qa_config import QAConfig, dump_toml
 
     (tmp_path / "base.toml").write_text(dump_toml(QAConfig(questions="q.csv")))
-    (tmp_path / "hot.toml").write_text(dump_toml(QAConfig(questions="q.csv")).replace("temperature = 0.3", "temperature = 0.8"))
+    (tmp_path / "hot.toml").write_text(
+        dump_toml(QAConfig(questions="q.csv")).replace("temperature = 0.3", "temperature = 0.8")
+    )
     (tmp_path / "vote.json").write_text(json.dumps({"questions": "q.csv", "voting": {"runs": 5, "mode": "union"}}))
     (tmp_path / "notes.txt").write_text("ignored")
     cfgs = load_configs(tmp_path)
@@ -400,7 +392,9 @@ def test_config_files_and_part_hashes(tmp_path):
     assert hot.retrieval_hash == base.retrieval_hash and hot.generation_hash != base.generation_hash
     assert vote.generation_hash == base.generation_hash and vote.voting_hash != base.voting_hash
     # KohakuRAG's key names are aliases of ours
-    (tmp_path / "paper.json").write_text(json.dumps({"questions": "q.csv", "retrieval": {"rerank_strategy": "frequency", "retrieval_threshold": 0.2}}))
+    (tmp_path / "paper.json").write_text(
+        json.dumps({"questions": "q.csv", "retrieval": {"rerank_strategy": "frequency", "retrieval_threshold": 0.2}})
+    )
     paper = load_configs(tmp_path)["paper"].retrieval.search
     assert (paper.rerank, paper.threshold) == ("frequency", 0.2)
     (tmp_path / "paper.json").unlink()
@@ -477,17 +471,19 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
     from kohaku_rag.retrieval.retriever import ContextItem
 
     settings, server, questions = env
-    cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False},
-                       generation={"img_k": 1})
+    cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False}, generation={"img_k": 1})
     pngs = {}
     for name, colour in (("fig1", "red"), ("fig2", "blue")):
         buf = io.BytesIO()
         Image.new("RGB", (8, 8), colour).save(buf, format="PNG")
         pngs[name] = buf.getvalue()
-    items = [ContextItem("carbon", "carbon:sec1:p2", "paragraph", 1, 1.0, "Training emitted 4.3 tCO2e in total."),
-             ContextItem("carbon", "carbon:sec1:p3", "paragraph", 1, 0.9, "Figure 1: emissions by year.", "image",
-                         media_hash="fig1"),
-             ContextItem("carbon", "carbon:sec1:p4", "paragraph", 1, 0.8, "Figure 2: grid mix.", "image", media_hash="fig2")]
+    items = [
+        ContextItem("carbon", "carbon:sec1:p2", "paragraph", 1, 1.0, "Training emitted 4.3 tCO2e in total."),
+        ContextItem(
+            "carbon", "carbon:sec1:p3", "paragraph", 1, 0.9, "Figure 1: emissions by year.", "image", media_hash="fig1"
+        ),
+        ContextItem("carbon", "carbon:sec1:p4", "paragraph", 1, 0.8, "Figure 2: grid mix.", "image", media_hash="fig2"),
+    ]
     chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
     q = Question("q1", "How many tCO2e did training emit?", "tCO2e")
     pred = answer_question(q, _FixedSearcher(items), chat, cfg, images=pngs.__getitem__)
@@ -499,6 +495,7 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
 
     with pytest.raises(ValueError, match="bundled model reads text only"):
         from kohaku_rag.answering.qa_config import GenerationPart
+
         GenerationPart(img_k=2)
 
 
@@ -511,8 +508,10 @@ def test_true_false_replies_quote_a_context_sentence_first():
 
     text = 'The report says "no reporting of inference energy" is required. Short one. The A100 drew 400 W in training.'
     items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
-    assert evidence_sentences(items) == ["The report says 'no reporting of inference energy' is required.",
-                                         "The A100 drew 400 W in training."]
+    assert evidence_sentences(items) == [
+        "The report says 'no reporting of inference energy' is required.",
+        "The A100 drew 400 W in training.",
+    ]
     statement = Question("q1", "True or False: the A100 drew 400 W.", "is_blank")
     schema = answer_request(statement, items, GenerationPart(), seed=0).schema
     # Written in this order: quote, then answer; no forced unit just before is_blank.
@@ -521,10 +520,17 @@ def test_true_false_replies_quote_a_context_sentence_first():
     LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)  # the embedded backend can decode it
     numeric = Question("q2", "How many watts did the A100 draw?", "W")
     assert "evidence" not in answer_request(numeric, items, GenerationPart(), seed=0).schema["properties"]
-    assert "evidence" in answer_request(numeric, items, GenerationPart(quote_evidence="all"), seed=0).schema["properties"]
-    assert "evidence" not in answer_request(statement, items, GenerationPart(quote_evidence="off"), seed=0).schema["properties"]
-    reply = ('{"evidence": "The A100 drew 400 W in training.", "explanation": "it drew 400 W", "answer": "True", '
-             '"answer_value": "1", "answer_unit": "is_blank", "ref_id": ["gpu"], "is_blank": false}')
+    assert (
+        "evidence" in answer_request(numeric, items, GenerationPart(quote_evidence="all"), seed=0).schema["properties"]
+    )
+    assert (
+        "evidence"
+        not in answer_request(statement, items, GenerationPart(quote_evidence="off"), seed=0).schema["properties"]
+    )
+    reply = (
+        '{"evidence": "The A100 drew 400 W in training.", "explanation": "it drew 400 W", "answer": "True", '
+        '"answer_value": "1", "answer_unit": "is_blank", "ref_id": ["gpu"], "is_blank": false}'
+    )
     assert parse_reply(reply, statement, ["gpu"]).supporting_materials == "The A100 drew 400 W in training."
     with pytest.raises(ValueError, match="quote_evidence"):
         GenerationPart(quote_evidence="sometimes")
@@ -545,7 +551,9 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
     from kohaku_rag.evaluation.records import Answer
     from kohaku_rag.retrieval.retriever import ContextItem
 
-    assert statement_of(Question("q", "True or False: The AI Act requires it.", "is_blank")) == "The AI Act requires it."
+    assert (
+        statement_of(Question("q", "True or False: The AI Act requires it.", "is_blank")) == "The AI Act requires it."
+    )
     assert statement_of(Question("q", "true/false - GPUs are fast", "is_blank")) == "GPUs are fast"
     # Spellings of a word pool; a word outside the list counts as likely as the least likely listed.
     assert verdict_logodds([("True", -1.0), (" true", -1.0), ("False", -2.0)]) == pytest.approx(math.log(2) + 1.0)
@@ -558,8 +566,16 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
 
     item = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
     statement = Question("q1", "True or False: the A100 drew 300 W.", "is_blank")
-    reply = json.dumps({"evidence": "The A100 drew 400 W in training runs.", "explanation": "it drew",
-                        "answer": "True", "answer_value": "1", "ref_id": ["gpu"], "is_blank": False})
+    reply = json.dumps(
+        {
+            "evidence": "The A100 drew 400 W in training runs.",
+            "explanation": "it drew",
+            "answer": "True",
+            "answer_value": "1",
+            "ref_id": ["gpu"],
+            "is_blank": False,
+        }
+    )
     with ChatServer() as server:
         chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
         for verdict in ("probability", "reply"):
@@ -568,8 +584,10 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
             answer_key = answer_request(statement, [item], gen, seed=0).messages[-1].content
             server.script(answer_key, Fault(content=reply), Fault(content=reply))
             if verdict == "probability":
-                server.script(verdict_request(statement, [item], gen).messages[-1].content,
-                              Fault(content="True", top_logprobs=(("True", -0.6), ("False", -0.8))))
+                server.script(
+                    verdict_request(statement, [item], gen).messages[-1].content,
+                    Fault(content="True", top_logprobs=(("True", -0.6), ("False", -0.8))),
+                )
             runs = answer_runs(statement, [statement.question], _FixedSearcher([item]), chat, cfg, [0, 1])
             if verdict == "probability":  # log-odds 0.2 < margin 1.5: the statement is false
                 assert [r.answer.answer_value for r in runs] == ["0", "0"]

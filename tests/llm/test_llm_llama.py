@@ -17,7 +17,7 @@ from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import BUNDLED_SIZE, ensure_bundled_model  # noqa: E402
 
 # Joined once and kept (git-ignored) so later runs skip the 1.1 GB copy.
-MODEL_DIR = Path(__file__).resolve().parents[1] / ".models"
+MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
 
 
@@ -106,8 +106,11 @@ def test_first_token_probabilities_give_a_verdict(llm: LlamaCppChat) -> None:
     from kohaku_rag.answering.answer import verdict_logodds
 
     def logodds(statement: str) -> float:
-        req = ChatRequest(user(f"Statement: {statement}\nIs the statement true or false? Reply with one word: "
-                               "True or False."), max_tokens=1, top_logprobs=5)
+        req = ChatRequest(
+            user(f"Statement: {statement}\nIs the statement true or false? Reply with one word: True or False."),
+            max_tokens=1,
+            top_logprobs=5,
+        )
         result = llm.complete(req)
         probs = [lp for _, lp in result.top_logprobs]
         assert len(probs) == 5 and probs == sorted(probs, reverse=True) and result.text == result.top_logprobs[0][0]

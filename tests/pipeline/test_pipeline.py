@@ -5,6 +5,7 @@ import shutil
 
 import pyarrow.parquet as pq
 import pytest
+from corpus_docs import DOCS
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
@@ -12,23 +13,10 @@ from kohaku_assets.runner import embedder_for, instance_for, resources_for, run_
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import BM25Index
 
-DOCS = {
-    "gpu": "# GPU power\n\n## 1 Measurements\n\nThe A100 GPU drew 400 W on average while training the model for 12 hours.\n\n"
-           "Energy use was 4.8 kWh per run, measured with nvidia-smi at one sample per second.\n",
-    "water": "# Water\n\n## 1 Cooling\n\nData centers withdraw water for evaporative cooling towers.\n\n"
-             "The water usage effectiveness was 0.18 liters per kWh for the facility in 2023.\n",
-    "carbon": "# Carbon\n\n## 1 Grid\n\nCarbon intensity of the grid was 429 gCO2e per kWh in the studied region.\n\n"
-              "Training emitted 4.3 tCO2e in total according to the authors' estimate.\n",
-}
-
 
 @pytest.fixture()
-def env(tmp_path, monkeypatch):
+def env(tmp_path, corpus, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for doc_id, text in DOCS.items():
-        (corpus / f"{doc_id}.md").write_text(text)
     (corpus / "metadata.csv").write_text("id,title,url\ngpu,GPU power study,https://example.org/gpu\n")
     settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus))
     return settings, corpus
@@ -126,7 +114,9 @@ def test_cli_index_and_search_json(env, capsys):
     assert sum(len(i["text"]) for i in items) <= 400
     assert set(items[0]) >= {"doc_id", "node_id", "kind", "page", "score", "text"}
     questions = corpus.parent / "q.csv"
-    questions.write_text("\ufeffid,question\r\nq1,What tCO2e did training emit?\r\nq2,Which GPU drew 400 W?\r\n", encoding="utf-8")
+    questions.write_text(
+        "\ufeffid,question\r\nq1,What tCO2e did training emit?\r\nq2,Which GPU drew 400 W?\r\n", encoding="utf-8"
+    )
     assert cli_main(["search", "--questions", str(questions), *args]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert [line["id"] for line in lines] == ["q1", "q2"]
@@ -170,7 +160,9 @@ def test_listed_document_is_fetched_from_its_url(env, tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/remote.txt"
-        (corpus / "metadata.csv").write_text(f"id,title,url\nremote,Remote report,{url}\nghost,Gone,http://127.0.0.1:9/none.pdf\n")
+        (corpus / "metadata.csv").write_text(
+            f"id,title,url\nremote,Remote report,{url}\nghost,Gone,http://127.0.0.1:9/none.pdf\n"
+        )
         report = run_index(settings, progress=quiet)
     finally:
         server.shutdown()
@@ -190,7 +182,9 @@ def test_code_location_loads():
     import kohaku_assets.definitions as defs_module
 
     repo = defs_module.defs.get_repository_def()
-    assert {"index_document", "assemble_indexes", "answer_config", "vote_ensemble"} <= {j.name for j in repo.get_all_jobs()}
+    assert {"index_document", "assemble_indexes", "answer_config", "vote_ensemble"} <= {
+        j.name for j in repo.get_all_jobs()
+    }
     assert {"corpus_sensor", "configs_sensor", "ensemble_specs_sensor"} <= {s.name for s in repo.sensor_defs}
 
 

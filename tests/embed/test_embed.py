@@ -137,8 +137,13 @@ def test_openai_survives_429_500_and_timeout(server: EmbeddingServer, api_key: s
     server.faults.extend(["429", "500", "slow"])
     texts = [f"sentence number {i}" for i in range(10)]
     embedder = OpenAIEmbedder(
-        server.base_url + "/v1/", "test-embed-small", api_key_env=KEY_ENV, batch_size=4,
-        timeout=0.5, concurrency=1, backoff_base=0.05,
+        server.base_url + "/v1/",
+        "test-embed-small",
+        api_key_env=KEY_ENV,
+        batch_size=4,
+        timeout=0.5,
+        concurrency=1,
+        backoff_base=0.05,
     )
     vectors = embedder.embed(texts)
 
@@ -207,8 +212,12 @@ def test_unreachable_server_is_retried_then_named(unused_port: int, api_key: str
 def test_jina_request_format_and_roles(server: EmbeddingServer, api_key: str) -> None:
     server.faults.extend(["429", "slow"])
     jina = JinaEmbedder(
-        dimensions=16, base_url=server.base_url, api_key_env=KEY_ENV, batch_size=2,
-        timeout=0.5, backoff_base=0.05,
+        dimensions=16,
+        base_url=server.base_url,
+        api_key_env=KEY_ENV,
+        batch_size=2,
+        timeout=0.5,
+        backoff_base=0.05,
     )
     passages = jina.embed(SENTENCES[:3])
     (query,) = jina.embed(["what is the footprint"], role="query")
@@ -302,7 +311,11 @@ def test_cache_is_shared_across_processes(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     run = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path), *SENTENCES[:4]],
-        capture_output=True, text=True, env=env, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=True,
     )
     assert run.stdout.strip() == "4"
 
@@ -313,9 +326,7 @@ def test_cache_is_shared_across_processes(tmp_path: Path) -> None:
     np.testing.assert_allclose(vectors, MiniLMEmbedder().embed(SENTENCES[:4]), atol=1e-6)
 
 
-def test_cache_with_http_backend_skips_the_server(
-    tmp_path: Path, server: EmbeddingServer, api_key: str
-) -> None:
+def test_cache_with_http_backend_skips_the_server(tmp_path: Path, server: EmbeddingServer, api_key: str) -> None:
     spec = EmbedderSpec(backend="openai", model="m", base_url=server.base_url, api_key_env=KEY_ENV)
     first = make_embedder(spec, cache_dir=tmp_path).embed(["x", "y"])
     again = make_embedder(spec, cache_dir=tmp_path)

@@ -20,7 +20,7 @@ from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, Vector
 from kohaku_rag.tree import Node, NodeKind, ParsedDocument, ParsedParagraph, ParsedSection, build_tree, nodes_to_table
 
 DIM = 24
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def synthetic_doc(doc_id: str, sections: int, paragraphs: int, sentences: int) -> list[Node]:
@@ -128,7 +128,12 @@ def test_k_applies_after_kind_and_document_filters(tmp_path):
     rng = np.random.default_rng(3)
     query = unit_rows(rng, 1)[0]
     a, b = synthetic_doc("a", 2, 5, 4), synthetic_doc("b", 2, 5, 4)
-    va = {n.node_id: query + 0.01 * rng.standard_normal(DIM) if n.kind is NodeKind.PARAGRAPH else -query + 0.5 * rng.standard_normal(DIM) for n in a}
+    va = {
+        n.node_id: query + 0.01 * rng.standard_normal(DIM)
+        if n.kind is NodeKind.PARAGRAPH
+        else -query + 0.5 * rng.standard_normal(DIM)
+        for n in a
+    }
     vb = {n.node_id: query + 0.001 * rng.standard_normal(DIM) for n in b}
     with VectorStore(tmp_path / "v.sqlite", DIM) as store:
         store.upsert_document("a", "1", a, va)
@@ -175,7 +180,9 @@ def test_nodes_round_trip_from_tree_and_arrow(tmp_path):
         "paper",
         "A paper",
         [
-            ParsedSection("Intro", [ParsedParagraph("GPUs draw power. Fig. 3 shows it.", page=1, bbox=(1.5, 2.0, 300.25, 40.0))]),
+            ParsedSection(
+                "Intro", [ParsedParagraph("GPUs draw power. Fig. 3 shows it.", page=1, bbox=(1.5, 2.0, 300.25, 40.0))]
+            ),
             ParsedSection("Results", [ParsedParagraph("Emissions were 552 tCO2e.", page=2)]),
         ],
     )
@@ -213,7 +220,15 @@ def test_failure_inside_apply_changes_keeps_previous_state(corpus):
     # A bad vector in the second document also undoes the first one.
     bad = random_vectors(extra, rng) | {"doc9:sec1:p1": np.zeros(DIM)}
     with pytest.raises(ValueError, match=r"'doc9'.*'doc9:sec1:p1' is zero"):
-        store.apply_changes([DocumentUpsert("doc8", "v1", synthetic_doc("doc8", 1, 1, 1), random_vectors(synthetic_doc("doc8", 1, 1, 1), rng)), DocumentUpsert("doc9", "v1", extra, bad)], [])
+        store.apply_changes(
+            [
+                DocumentUpsert(
+                    "doc8", "v1", synthetic_doc("doc8", 1, 1, 1), random_vectors(synthetic_doc("doc8", 1, 1, 1), rng)
+                ),
+                DocumentUpsert("doc9", "v1", extra, bad),
+            ],
+            [],
+        )
     assert store.document_versions() == before
     store.upsert_document("doc9", "v1", extra, random_vectors(extra, rng))  # the store still writes
     assert store.document_versions()["doc9"] == "v1"
@@ -230,7 +245,7 @@ def test_killed_process_mid_transaction_leaves_previous_state(corpus):
         import os, numpy as np
         from pathlib import Path
         from kohaku_rag.stores.vectors import DocumentUpsert, VectorStore
-        from tests.test_index import synthetic_doc, random_vectors
+        from tests.stores.test_index import synthetic_doc, random_vectors
         store = VectorStore(Path({str(store.path)!r}), {DIM})
         # A tiny page cache makes SQLite spill uncommitted pages to disk before the kill.
         store._conn.execute("PRAGMA cache_size=20")
@@ -242,7 +257,9 @@ def test_killed_process_mid_transaction_leaves_previous_state(corpus):
         """
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 3, result.stderr
     with VectorStore(store.path, DIM) as reopened:
         assert reopened.document_versions() == before

@@ -28,13 +28,22 @@ SCHEMA = {
 def ask(text: str, *, seed: int = 0, schema: dict | None = SCHEMA, max_tokens: int = 64) -> ChatRequest:
     return ChatRequest(
         (Message("system", "Answer the question."), Message("user", text)),
-        max_tokens=max_tokens, seed=seed, json_schema=schema,
+        max_tokens=max_tokens,
+        seed=seed,
+        json_schema=schema,
     )
 
 
 def client(srv: ChatServer, **kw) -> OpenAIChat:
-    opts = dict(model="test-model", api_key_env=KEY_ENV, max_concurrent=3, timeout=5.0,
-                max_retries=3, backoff_base=0.02, backoff_max=0.1)
+    opts = dict(
+        model="test-model",
+        api_key_env=KEY_ENV,
+        max_concurrent=3,
+        timeout=5.0,
+        max_retries=3,
+        backoff_base=0.02,
+        backoff_max=0.1,
+    )
     opts.update(kw)
     return OpenAIChat(srv.base_url, **opts)
 
@@ -73,8 +82,16 @@ def test_batch_with_faults_loses_nothing_and_bounds_concurrency() -> None:
         assert "HTTP 404" in str(results[6]) and "does not exist" in str(results[6])
 
         counts = {f"q{i}": len(srv.attempts(f"q{i}")) for i in range(12)}
-        assert counts == {"q0": 2, "q1": 3, "q2": 2, "q3": 2, "q4": 4, "q5": 4, "q6": 1,
-                          **{f"q{i}": 1 for i in range(7, 12)}}
+        assert counts == {
+            "q0": 2,
+            "q1": 3,
+            "q2": 2,
+            "q3": 2,
+            "q4": 4,
+            "q5": 4,
+            "q6": 1,
+            **{f"q{i}": 1 for i in range(7, 12)},
+        }
         first, second = srv.attempts("q0")
         assert second.at - first.at >= 0.98  # Retry-After: 1 honoured, not the 0.1 s back-off
         assert 2 <= srv.max_in_flight <= 3
@@ -196,11 +213,13 @@ def test_connection_refused_is_retried_then_reported() -> None:
     with socket.socket() as s:  # a port that nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    llm = OpenAIChat(f"http://127.0.0.1:{port}/v1/", "m", api_key_env=None, max_retries=2,
-                     backoff_base=0.01, backoff_max=0.02)
+    llm = OpenAIChat(
+        f"http://127.0.0.1:{port}/v1/", "m", api_key_env=None, max_retries=2, backoff_base=0.01, backoff_max=0.02
+    )
     results = llm.complete_many([ask("a"), ask("b")])
-    assert all(isinstance(r, BackendError) and "after 3 attempts" in str(r) and "connection failed" in str(r)
-               for r in results)
+    assert all(
+        isinstance(r, BackendError) and "after 3 attempts" in str(r) and "connection failed" in str(r) for r in results
+    )
 
 
 def test_base_url_with_or_without_v1() -> None:

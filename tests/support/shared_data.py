@@ -9,7 +9,7 @@ from pathlib import Path
 def _shared_root() -> Path:
     if env := os.environ.get("KOHAKU_SHARED"):
         return Path(env)
-    beside = Path(__file__).resolve().parents[2] / "shared"
+    beside = Path(__file__).resolve().parents[3] / "shared"
     return beside if beside.is_dir() else Path("/work/shared")
 
 

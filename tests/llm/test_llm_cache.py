@@ -57,8 +57,13 @@ def test_second_run_is_served_from_cache_even_in_another_process(tmp_path: Path)
         out = llm.complete_many(reqs)
         print(json.dumps({{"hits": llm.hits, "misses": llm.misses, "texts": [r.text for r in out]}}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report == {"hits": 5, "misses": 0, "texts": [r.text for r in fresh]}
@@ -66,9 +71,15 @@ def test_second_run_is_served_from_cache_even_in_another_process(tmp_path: Path)
 
 def test_key_covers_every_reply_shaping_field_and_errors_are_not_cached(tmp_path: Path) -> None:
     base = ask("x")
-    variants = [replace(base, seed=1), replace(base, temperature=0.7), replace(base, max_tokens=9),
-                replace(base, json_schema=None), ChatRequest((Message("user", "y"),), json_schema=SCHEMA),
-                ChatRequest((Message("system", "x"),), json_schema=SCHEMA), replace(base, top_logprobs=5)]
+    variants = [
+        replace(base, seed=1),
+        replace(base, temperature=0.7),
+        replace(base, max_tokens=9),
+        replace(base, json_schema=None),
+        ChatRequest((Message("user", "y"),), json_schema=SCHEMA),
+        ChatRequest((Message("system", "x"),), json_schema=SCHEMA),
+        replace(base, top_logprobs=5),
+    ]
     keys = {request_key("m", base)} | {request_key("m", v) for v in variants} | {request_key("other", base)}
     assert len(keys) == len(variants) + 2
 
@@ -93,11 +104,15 @@ def test_first_token_logprobs_are_cached_and_old_caches_are_upgraded(tmp_path: P
         model = chat(srv.base_url)
         # A cache file written before replies carried logprobs: its rows stay readable.
         db = apsw.Connection(str(tmp_path / "llm.sqlite"))
-        db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, text TEXT NOT NULL, "
-                   "prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, seconds REAL NOT NULL, "
-                   "created REAL NOT NULL)")
-        db.execute("INSERT INTO responses VALUES (?, 'm', '{\"answer\": \"kept\"}', 3, 2, 0.5, 0)",
-                   (request_key(model.model_id, old),))
+        db.execute(
+            "CREATE TABLE responses (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, text TEXT NOT NULL, "
+            "prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, seconds REAL NOT NULL, "
+            "created REAL NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO responses VALUES (?, 'm', '{\"answer\": \"kept\"}', 3, 2, 0.5, 0)",
+            (request_key(model.model_id, old),),
+        )
         db.close()
         srv.script("verdict", Fault(content="True", top_logprobs=(("True", -0.2), ("False", -1.8))))
         llm = CachedChat(model, tmp_path)

@@ -138,7 +138,9 @@ def test_resnet_two_column_reading_order(resnet: ParsedDocument) -> None:
     degradation = next(i for i, t in enumerate(texts) if t.startswith("When deeper networks are able to start"))
     assert driven < degradation
     # page 1's right column continues at the top of page 2's left column
-    assert "unable to find solutions that are comparably good or better than the constructed solution" in " ".join(texts)
+    assert "unable to find solutions that are comparably good or better than the constructed solution" in " ".join(
+        texts
+    )
 
 
 def test_no_running_headers_page_numbers_or_stamps(resnet, attention, slides) -> None:
@@ -175,7 +177,9 @@ def test_merge_lines_rules() -> None:
 def test_footnotes_do_not_split_paragraphs(resnet: ParsedDocument) -> None:
     texts = [p.text for p in paragraphs(resnet, Attachment.TEXT)]
     # "... the 34-layer" (foot of page 5, above footnote 3) + "ResNet reduces ..." (page 6)
-    assert any("Second, compared to its plain counterpart, the 34-layer ResNet reduces the top-1 error" in t for t in texts)
+    assert any(
+        "Second, compared to its plain counterpart, the 34-layer ResNet reduces the top-1 error" in t for t in texts
+    )
     assert any(t.startswith("3We have experimented with more training iterations") for t in texts)
 
 

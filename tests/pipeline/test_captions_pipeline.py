@@ -76,8 +76,17 @@ def test_vision_captioner_in_the_pipeline_retries_failed_figures(sample_pdf, tmp
     shutil.copy(sample_pdf, corpus / sample_pdf.name)
     with VisionServer() as server:
         cfg = tmp_path / "vision.json"
-        cfg.write_text(json.dumps({"captioner": "vision", "vision_base_url": server.base_url, "vision_model": "test-vl",
-                                   "vision_api_key_env": None, "vision_max_retries": 0}))
+        cfg.write_text(
+            json.dumps(
+                {
+                    "captioner": "vision",
+                    "vision_base_url": server.base_url,
+                    "vision_model": "test-vl",
+                    "vision_api_key_env": None,
+                    "vision_max_retries": 0,
+                }
+            )
+        )
         settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus), index_config_file=str(cfg))
         server.script(Reply(status=400))
         first = run_index(settings, progress=lambda _m: None)

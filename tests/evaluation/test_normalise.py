@@ -229,13 +229,22 @@ def test_expand_stated_magnitude_reads_the_models_own_words() -> None:
 
 def test_normalise_answer_keeps_categorical_text() -> None:
     out = normalise_answer(_llm('"The ML.ENERGY Benchmark"', "The ML.ENERGY Benchmark"), expected_unit="is_blank")
-    assert (out.answer_value, out.answer, out.answer_unit) == ("The ML.ENERGY Benchmark", "The ML.ENERGY Benchmark", "is_blank")
+    assert (out.answer_value, out.answer, out.answer_unit) == (
+        "The ML.ENERGY Benchmark",
+        "The ML.ENERGY Benchmark",
+        "is_blank",
+    )
 
 
 def test_normalise_answer_blank_keeps_unit_and_drops_evidence() -> None:
     out = normalise_answer(_llm("is_blank", refs=("patterson2021",)), expected_unit="MWh")
     assert out == Answer.blank("MWh")
-    assert (out.answer, out.answer_value, out.ref_id, out.supporting_materials) == (BLANK_TEXT, "is_blank", (), "is_blank")
+    assert (out.answer, out.answer_value, out.ref_id, out.supporting_materials) == (
+        BLANK_TEXT,
+        "is_blank",
+        (),
+        "is_blank",
+    )
     flagged = Answer("42", "42", "MWh", ("a",), is_blank=True)
     assert normalise_answer(flagged).is_blank
 

@@ -129,8 +129,9 @@ class ChatServer:
             self.requests.append(Recorded(key, time.monotonic(), time.time(), headers, body, status))
         return fault, status, payload
 
-    def _reply(self, fault: Fault, headers: dict[str, str], body: dict[str, Any],
-               messages: list[dict[str, str]], key: str) -> tuple[int, dict[str, Any]]:
+    def _reply(
+        self, fault: Fault, headers: dict[str, str], body: dict[str, Any], messages: list[dict[str, str]], key: str
+    ) -> tuple[int, dict[str, Any]]:
         auth = headers.get("authorization", "")
         if self.required_key is not None and auth != f"Bearer {self.required_key}":
             token = auth.removeprefix("Bearer ")
@@ -148,8 +149,11 @@ class ChatServer:
                 "context_length_exceeded",
             )
         content = fault.content if fault.content is not None else self._echo(body, messages, key)
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content},
-                                  "finish_reason": fault.finish_reason}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": fault.finish_reason,
+        }
         if body.get("logprobs") and not fault.omit_logprobs:
             choice["logprobs"] = _logprobs(content, fault.top_logprobs)
         return 200, {
@@ -157,8 +161,11 @@ class ChatServer:
             "object": "chat.completion",
             "model": body.get("model"),
             "choices": [choice],
-            "usage": {"prompt_tokens": prompt_words, "completion_tokens": len(content.split()),
-                      "total_tokens": prompt_words + len(content.split())},
+            "usage": {
+                "prompt_tokens": prompt_words,
+                "completion_tokens": len(content.split()),
+                "total_tokens": prompt_words + len(content.split()),
+            },
         }
 
     @staticmethod
@@ -191,8 +198,9 @@ def _logprobs(content: str, top: tuple[tuple[str, float], ...] | None) -> dict[s
     alternatives = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top]
     first = words[0] if words else ""
     logprob = next((lp for t, lp in top if t == first), top[0][1] if top else 0.0)
-    return {"content": [{"token": first, "logprob": logprob, "bytes": list(first.encode()),
-                         "top_logprobs": alternatives}]}
+    return {
+        "content": [{"token": first, "logprob": logprob, "bytes": list(first.encode()), "top_logprobs": alternatives}]
+    }
 
 
 def _error(message: str, code: str | None) -> dict[str, Any]:

@@ -256,7 +256,7 @@ def test_ocr_reads_axis_labels_of_a_resnet_plot(ocr: OcrCaptioner, resnet: list[
     fig1 = resnet[0]
     text = ocr.caption(fig1.image, fig1.caption)
     assert text.startswith(fig1.caption + " Text in figure: ")
-    read = text[len(fig1.caption):].lower()
+    read = text[len(fig1.caption) :].lower()
     assert "iter" in read and "error" in read and "56-layer" in read
 
 
@@ -325,9 +325,7 @@ def test_vision_captioner_retries_429_and_500_and_sends_base64_png(
     caplog.set_level(logging.DEBUG)
     with VisionServer() as srv:
         srv.script(Reply(429, (("Retry-After", "1"),)), Reply(500))
-        captioner = VisionLLMCaptioner(
-            srv.base_url, "test-vl", api_key_env="KOHAKU_TEST_VISION_KEY", backoff_base=0.05
-        )
+        captioner = VisionLLMCaptioner(srv.base_url, "test-vl", api_key_env="KOHAKU_TEST_VISION_KEY", backoff_base=0.05)
         text = captioner.caption(fig.image, fig.caption)
         captioner.close()
     assert text == f"{fig.caption} Figure content: {describe(fig.image)}"

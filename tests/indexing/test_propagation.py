@@ -13,7 +13,9 @@ def _tree():
         "d",
         "Doc",
         [
-            ParsedSection("One", [ParsedParagraph("Short one. A much longer second sentence here."), ParsedParagraph("Alone.")]),
+            ParsedSection(
+                "One", [ParsedParagraph("Short one. A much longer second sentence here."), ParsedParagraph("Alone.")]
+            ),
             ParsedSection("Two", [ParsedParagraph("Third paragraph has text.")]),
         ],
     )
@@ -36,14 +38,20 @@ def test_weighted_mean_by_hand():
     np.testing.assert_allclose(vectors["d:sec1:p1"], expected_p1, atol=1e-6)
     # a section weights its paragraphs by their (paragraph) lengths, using their propagated vectors
     p1, p2 = by_id["d:sec1:p1"], by_id["d:sec1:p2"]
-    expected_sec = _unit((p1.length * vectors["d:sec1:p1"].astype(np.float64) + p2.length * vectors["d:sec1:p2"]) / (p1.length + p2.length))
+    expected_sec = _unit(
+        (p1.length * vectors["d:sec1:p1"].astype(np.float64) + p2.length * vectors["d:sec1:p2"])
+        / (p1.length + p2.length)
+    )
     np.testing.assert_allclose(vectors["d:sec1"], expected_sec, atol=1e-6)
     assert set(vectors) == {n.node_id for n in nodes}
 
 
 def test_plain_mean_and_overrides():
     nodes = _tree()
-    leaves = {n.node_id: np.eye(4, dtype=np.float32)[i % 4] for i, n in enumerate(x for x in nodes if x.kind is NodeKind.SENTENCE)}
+    leaves = {
+        n.node_id: np.eye(4, dtype=np.float32)[i % 4]
+        for i, n in enumerate(x for x in nodes if x.kind is NodeKind.SENTENCE)
+    }
     vectors = propagate(nodes, leaves, mode="mean")
     np.testing.assert_allclose(vectors["d:sec1:p1"], _unit(leaves["d:sec1:p1:s1"] + leaves["d:sec1:p1:s2"]), atol=1e-6)
     pinned = np.array([0, 0, 0, 1], dtype=np.float32)

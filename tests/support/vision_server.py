@@ -40,7 +40,7 @@ class Seen:
         parts = self.body["messages"][-1]["content"]
         url = next(p["image_url"]["url"] for p in parts if p["type"] == "image_url")
         assert url.startswith(DATA_URL_PREFIX), url[:40]
-        return base64.b64decode(url[len(DATA_URL_PREFIX):], validate=True)
+        return base64.b64decode(url[len(DATA_URL_PREFIX) :], validate=True)
 
 
 def describe(image: bytes) -> str:

@@ -1,0 +1,78 @@
+"""A fake OpenAI-compatible model for the answering tests: it answers each known question
+with its gold value when the gold document is in the context, like a well-behaved model."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+from chat_server import ChatServer
+
+QUESTIONS = {  # question -> (unit, gold value, gold document)
+    "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),
+    "How many watts did the A100 GPU draw?": ("W", "400", "gpu"),
+    "What was the water usage effectiveness in liters per kWh?": ("L/kWh", "0.18", "water"),
+}
+_QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+
+
+class QAServer(ChatServer):
+    """Answers like a well-behaved model: the gold value when the gold document is in the
+    schema's ref_id enum (i.e. in the context), else is_blank. Planner requests get one query."""
+
+    blank_first: dict[str, int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blank_first = {}
+        self.cite_outside = False
+        self.wrong_at_temperature: float | None = None  # answers 999 at this temperature
+        self.guard = threading.Lock()
+
+    def kinds(self) -> dict[str, int]:
+        counts = {"planner": 0, "answer": 0}
+        for r in self.requests:
+            counts["answer" if "ref_id" in response_schema(r.body)["properties"] else "planner"] += 1
+        return counts
+
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        schema = response_schema(body)
+        question = _QUESTION.search(key).group(1).strip()
+        if "queries" in schema["properties"]:
+            return json.dumps({"queries": [f"{question.split()[-1]} measurement"]})
+        unit, value, doc = QUESTIONS[question]
+        enum = schema["properties"]["ref_id"]["items"].get("enum", [])
+        with self.guard:
+            forced_blank = self.blank_first.get(question, 0) > 0
+            if forced_blank:
+                self.blank_first[question] -= 1
+        if forced_blank or doc not in enum:
+            return json.dumps(
+                {
+                    "explanation": "",
+                    "answer": "",
+                    "answer_value": "",
+                    "answer_unit": unit,
+                    "ref_id": enum[:1],
+                    "is_blank": True,
+                }
+            )
+        refs = [doc, "nonexistent2020"] if self.cite_outside else [doc]
+        if body["temperature"] == self.wrong_at_temperature:
+            value = "999"
+        return json.dumps(
+            {
+                "explanation": f"seed {body['seed']} temperature {body['temperature']}",
+                "answer": f"{value} {unit}",
+                "answer_value": value,
+                "answer_unit": unit,
+                "ref_id": refs,
+                "is_blank": False,
+            }
+        )
+
+
+def response_schema(body):
+    """The JSON schema an answer or planner request asks the reply to follow."""
+    return body["response_format"]["json_schema"]["schema"]
