@@ -42,22 +42,23 @@ def load_configs(folder: Path) -> dict[str, QAConfig]:
     return {name: load_qa_config(path) for name, path in config_files(folder).items()}
 
 
+def _file_named(files: dict[str, Path], name: str, what: str, folder: Path) -> Path:
+    path = files.get(check_key(name))
+    if path is None:
+        raise ValueError(f"{what} {name!r}: no {name}.toml or {name}.json in {folder}")
+    return path
+
+
 def config_of(lake: Lake, name: str) -> QAConfig:
     """The config named `name` in the lake's configs folder."""
     folder = configs_dir(lake)
-    path = config_files(folder).get(check_key(name))
-    if path is None:
-        raise ValueError(f"config {name!r}: no {name}.toml or {name}.json in {folder}")
-    return load_qa_config(path)
+    return load_qa_config(_file_named(config_files(folder), name, "config", folder))
 
 
 def spec_of(lake: Lake, name: str) -> EnsembleSpec:
     """The ensemble spec named `name` in the configs folder's `ensembles/`."""
     folder = configs_dir(lake)
-    path = ensemble_files(folder).get(check_key(name))
-    if path is None:
-        raise ValueError(f"ensemble {name!r}: no {name}.toml or {name}.json in {ensembles_dir(folder)}")
-    return load_ensemble_spec(path)
+    return load_ensemble_spec(_file_named(ensemble_files(folder), name, "ensemble", ensembles_dir(folder)))
 
 
 def is_ensemble_name(lake: Lake, name: str) -> bool:
