@@ -179,7 +179,7 @@ def resolve_source(corpus: Path, fetched_dir: Path, doc_id: str) -> SourceDocume
     raise DocumentError(corpus / doc_id, "is no longer in the corpus folder (and metadata.csv has no URL for it)")
 
 
-def load_document(source: SourceDocument, *, use_outline: bool = False) -> ParsedDocument:
+def load_document(source: SourceDocument, *, use_outline: bool = True) -> ParsedDocument:
     """Parse a source document into sections and paragraphs (no ids yet)."""
     title = source.meta.title or None
     if source.format == "pdf":

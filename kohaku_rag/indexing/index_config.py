@@ -23,7 +23,8 @@ class IndexConfig:
     parent_vector: Literal["weighted", "mean"] = "weighted"
     # Embed paragraphs from their own full text instead of propagating sentence vectors.
     embed_paragraph_text: bool = False
-    use_outline: bool = False
+    # Sections from the PDF outline (bookmarks) where it has one; layout finds the rest.
+    use_outline: bool = True
     # Figure captioning: "ocr" (offline default), "vision" (OpenAI-compatible endpoint) or "none".
     captioner: Literal["ocr", "vision", "none"] = "ocr"
     vision_base_url: str = ""

@@ -14,10 +14,11 @@ and at a change of font size. Slide decks get one section per slide instead.
 
 from __future__ import annotations
 
+import difflib
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from kohaku_rag.parse.pdf_layout import (
     page_lines,
     reading_order,
     segment_lefts,
+    vocabulary_of,
 )
 from kohaku_rag.parse.pdf_tables import find_page_tables, page_words
 from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, ParsedSection
@@ -44,7 +46,8 @@ SLIDE_ASPECTS = (4 / 3, 16 / 9, 16 / 10)
 SLIDE_MAX_CHARS = 1200  # median characters per page; papers have 3,000+
 
 _NUMBERED = re.compile(
-    r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[A-Z]\.(?:\d{1,2}\.?){0,3}|[A-Z](?:\.\d{1,2}){1,3}\.?)\s+(?=[A-Z])"
+    r"^(?:\d{1,2}(?:\.\d{1,2}){0,3}\.?|[A-Z]\.(?:\d{1,2}\.?){0,3}|[A-Z](?:\.\d{1,2}){1,3}\.?"
+    r"|(?=[IVX])X{0,3}(?:IX|IV|V?I{0,3})\.)\s+(?=[A-Z])"
 )
 _KNOWN_HEADINGS = frozenset(
     {
@@ -75,6 +78,7 @@ _BAD_META_TITLE = re.compile(
     r"\.(pdf|docx?|tex|dvi|pptx?|indd|rtf)$|^untitled|^microsoft (word|powerpoint)|[\\/]", re.I
 )
 _NORM = re.compile(r"[^a-z0-9]+")
+_RUN_IN = re.compile(r"[a-z]\.\s+\S")
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class _Page:
     floats: list[PdfFloat] = field(default_factory=list)
 
 
-def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline: bool = False) -> ParsedDocument:
+def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline: bool = True) -> ParsedDocument:
     """Parse one PDF into sections and paragraphs (sentences are split later by
     `build_tree`). Unreadable, encrypted, empty and image-only PDFs raise DocumentError."""
     path = Path(path)
@@ -113,15 +117,25 @@ def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline:
                 pg.lines = [ln for ln in pg.lines if not _is_label(ln, body)]
         doc_title, title_source = _document_title(title, doc.metadata or {}, pages)
         placed = [_placed(pg) for pg in pages]
+        vocabulary = vocabulary_of(ln for pg in pages for ln in pg.lines)
+        source = "slides"
         if slides:
             sections = _slide_sections(pages, placed, body)
         else:
-            hints = _outline_hints(doc) if use_outline else frozenset()
-            sections = _paper_sections([p for pp in placed for p in pp], pages, body, doc_title, hints)
+            style = _text_style(pages, body, _title_lines(pages))
+            outline = _place_outline(doc.get_toc(simple=True), pages, style) if use_outline else None
+            flat = [p for pp in placed for p in pp]
+            sections = _paper_sections(flat, pages, style, doc_title, outline, vocabulary)
+            source = (
+                "layout"
+                if outline is None or not outline.keys
+                else ("outline" if not outline.unplaced else "outline+layout")
+            )
         metadata = {
             "pages": str(len(pages)),
             "layout": "slides" if slides else "document",
             "title_source": title_source,
+            "sections_source": source,
         }
         if doc.is_repaired:
             metadata["repaired"] = "true"  # MuPDF rebuilt a damaged cross-reference table
@@ -328,8 +342,11 @@ def _title_lines(pages: Sequence[_Page]) -> list[Line]:
 class _Assembler:
     """Collects lines into paragraphs and paragraphs into sections, in reading order."""
 
-    def __init__(self, body: float, lefts: dict[tuple[int, str], float], pitch: float) -> None:
+    def __init__(
+        self, body: float, lefts: dict[tuple[int, str], float], pitch: float, vocabulary: frozenset[str] = frozenset()
+    ) -> None:
         self.body = body
+        self.vocabulary = vocabulary
         self.lefts = lefts
         self.pitch = pitch
         self.sections: list[tuple[str, int | None, list[ParsedParagraph]]] = []
@@ -359,7 +376,7 @@ class _Assembler:
         if self.lines:
             lines: list[Line] = [p.item for p in self.lines]  # type: ignore[misc]
             first_page = [ln for ln in lines if ln.page == lines[0].page]
-            text = merge_lines_text([ln.text for ln in lines])
+            text = merge_lines_text([ln.text for ln in lines], self.vocabulary)
             self._emit(ParsedParagraph(text, lines[0].page, _union([ln.bbox for ln in first_page])))
             self.lines = []
         for f in self.deferred:
@@ -445,31 +462,177 @@ def _norm(text: str) -> str:
     return _NORM.sub(" ", text.lower()).strip()
 
 
-def _outline_hints(doc: pymupdf.Document) -> frozenset[tuple[int, str]]:
-    return frozenset((page, _norm(_NUMBERED.sub("", title))) for _, title, page, *_ in doc.get_toc(simple=True))
+@dataclass(frozen=True)
+class _LineSet:
+    """Lines by place: page, baseline and horizontal extent. Two columns share baselines,
+    and reading order may merge a line's pieces ("1" + "Introduction"), so a line is in
+    the set when one on its page and baseline overlaps it horizontally."""
+
+    spans: frozenset[tuple[int, int, float, float]] = frozenset()
+
+    @classmethod
+    def of(cls, lines: Iterable[Line]) -> _LineSet:
+        return cls(frozenset((ln.page, round(ln.baseline), ln.x0, ln.x1) for ln in lines))
+
+    def __contains__(self, ln: object) -> bool:
+        assert isinstance(ln, Line)
+        where = (ln.page, round(ln.baseline))
+        return any(s[:2] == where and s[2] < ln.x1 and ln.x0 < s[3] for s in self.spans)
+
+    def __bool__(self) -> bool:
+        return bool(self.spans)
 
 
-def _is_heading(ln: Line, body: float, hints: frozenset[tuple[int, str]]) -> bool:
-    text = ln.text.strip()
-    if hints and (ln.page, _norm(_NUMBERED.sub("", text))) in hints:
+@dataclass(frozen=True)
+class _TextStyle:
+    """What body text looks like in this document, and the styles its headings recur in."""
+
+    body: float
+    body_font: str
+    heading_styles: frozenset[tuple[str, float, bool]]
+    title_keys: _LineSet  # the document title's lines
+
+
+@dataclass(frozen=True)
+class _Outline:
+    """The PDF's bookmarks placed in the text flow: the lines that start each entry."""
+
+    keys: _LineSet  # each placed entry's first line
+    unplaced: frozenset[int]  # pages of entries found nowhere (layout decides there)
+    last_page: int  # the page of the last entry: layout decides after it (appendices)
+
+    def covers(self, page: int) -> bool:
+        return bool(self.keys) and page not in self.unplaced and page <= self.last_page
+
+
+def _place_outline(toc: Sequence[Sequence[object]], pages: Sequence[_Page], style: _TextStyle) -> _Outline | None:
+    """Each bookmark's heading line: on its page (or the next), the first line whose
+    text (numbering and case aside) is the entry's title, or begins it when the heading
+    wraps, or nearly matches it; lines set apart from the body are tried first, so a
+    sentence that happens to end with the same words is not taken. None without an outline."""
+    if not toc:
+        return None
+    found_lines: list[Line] = []
+    unplaced: set[int] = set()
+    for entry in toc:
+        title, page = _norm(_NUMBERED.sub("", str(entry[1]).strip())), int(str(entry[2]))
+        candidates = [ln for n in (page, page + 1) if 1 <= n <= len(pages) for ln in pages[n - 1].lines]
+        ranked = [ln for ln in candidates if _set_apart(ln, style)] + candidates
+        found = next((ln for ln in ranked if _matches(ln, title) and ln not in found_lines), None)
+        if found is not None:
+            found_lines.append(found)
+        elif 1 <= page <= len(pages):
+            unplaced.add(page)
+    return _Outline(_LineSet.of(found_lines), frozenset(unplaced), max(int(str(e[2])) for e in toc))
+
+
+def _matches(ln: Line, title: str) -> bool:
+    text = _norm(_NUMBERED.sub("", ln.text))
+    if not text:
+        return False
+    wrapped = len(text) >= 8 and title.startswith(text)
+    return text == title or wrapped or difflib.SequenceMatcher(None, text, title).ratio() >= 0.9
+
+
+def _title_like(text: str) -> bool:
+    """Reads as a heading, not a sentence: starts with a capital, no closing punctuation
+    of a sentence or clause (a short "Results." still counts)."""
+    rest = _NUMBERED.sub("", text).strip()
+    words = rest.split()
+    if not words or not rest[0].isupper() or rest[-1] in ",;:":
+        return False
+    if _RUN_IN.search(rest):
+        return False  # "Residual Representations. In image recognition, ...": a run-in head
+    return not (rest.endswith(".") and len(words) > 4)
+
+
+def _set_apart(ln: Line, style: _TextStyle) -> bool:
+    """Typeset unlike body text: larger, bold, or another font at body size."""
+    if ln.size >= 1.2 * style.body - 0.05:
         return True
+    if ln.size < style.body - 0.3:
+        return False  # captions, footnotes, affiliations
+    return ln.bold or (bool(ln.font) and ln.font != style.body_font)
+
+
+def _shape_ok(text: str) -> bool:
     words = text.split()
-    if not 2 <= len(text) <= 120 or len(words) > 16 or not any(c.isalpha() for c in text) or text[-1] in ",;":
+    return 2 <= len(text) <= 120 and len(words) <= 16 and any(c.isalpha() for c in text) and text[-1] not in ",;"
+
+
+def _text_style(pages: Sequence[_Page], body: float, title_lines: Sequence[Line]) -> _TextStyle:
+    """The body font, and the heading styles: a style (font, size, weight) set apart from
+    the body in which at least two short, title-like lines stand alone, on more than one
+    page, and which holds little of the text (a heading style recurs; a bold caption font
+    does not stand alone; an author block is on page 1 only)."""
+    lines = [ln for pg in pages for ln in pg.lines]
+    fonts: Counter[str] = Counter()
+    chars: Counter[tuple[str, float, bool]] = Counter()
+    for ln in lines:
+        chars[ln.style] += len(ln.text)
+        if abs(ln.size - body) <= 0.6:
+            fonts[ln.font] += len(ln.text)
+    body_font = fonts.most_common(1)[0][0] if fonts else ""
+    base = _TextStyle(body, body_font, frozenset(), _LineSet.of(title_lines))
+    total = sum(chars.values()) or 1
+    standalone: Counter[tuple[str, float, bool]] = Counter()
+    on_pages: defaultdict[tuple[str, float, bool], set[int]] = defaultdict(set)
+    for pg in pages:
+        for k, ln in enumerate(pg.lines):
+            if ln in base.title_keys or not _shape_ok(ln.text.strip()):
+                continue
+            # alone in its style: the lines before and after are of another style or block
+            around = [pg.lines[j] for j in (k - 1, k + 1) if 0 <= j < len(pg.lines)]
+            alone = all(o.style != ln.style or o.block != ln.block for o in around)
+            if alone and _set_apart(ln, base) and _title_like(ln.text) and len(ln.text.split()) <= 12:
+                standalone[ln.style] += 1
+                on_pages[ln.style].add(ln.page)
+    # Recurring on more than one page: an author block's names (page 1 only) are no headings.
+    several = len(pages) == 1
+    styles = frozenset(
+        s for s, n in standalone.items() if n >= 2 and chars[s] <= 0.15 * total and (several or len(on_pages[s]) >= 2)
+    )
+    return _TextStyle(body, body_font, styles, base.title_keys)
+
+
+def _is_heading(ln: Line, style: _TextStyle, outline: _Outline | None, front: bool = False) -> bool:
+    """Whether a line starts a section. In the front matter (before the first numbered or
+    named heading) a recurring style alone does not make one: author names are set apart too."""
+    if ln in style.title_keys:
         return False
-    strong = ln.size >= 1.2 * body - 0.05
-    if not (ln.bold or strong):
+    if outline is not None and outline.keys:
+        if ln in outline.keys:
+            return True
+        if outline.covers(ln.page):
+            # The outline decides, except on pages where an entry was not found; outlines
+            # often leave out the abstract and the references, so those names still count.
+            named = ln.text.strip().rstrip(".:").lower() in _KNOWN_HEADINGS
+            return named and _set_apart(ln, style)
+    text = ln.text.strip()
+    if not _shape_ok(text):
         return False
+    words = text.split()
+    apart = _set_apart(ln, style)
+    strong = ln.size >= 1.2 * style.body - 0.05
     if _NUMBERED.match(text) or text.rstrip(".:").lower() in _KNOWN_HEADINGS:
+        # numbered: set apart, or upper case at body size (IEEE's "II. RELATED WORK")
+        return apart or (_title_like(text) and _NUMBERED.sub("", text).isupper() and len(words) <= 10)
+    if strong and ln.bold and not (text.endswith(".") and len(words) > 6):
         return True
-    return strong and ln.bold and not (text.endswith(".") and len(words) > 6)
+    return not front and apart and ln.style in style.heading_styles and _title_like(text)
 
 
 def _paper_sections(
-    placed: Sequence[Placed], pages: Sequence[_Page], body: float, doc_title: str, hints: frozenset[tuple[int, str]]
+    placed: Sequence[Placed],
+    pages: Sequence[_Page],
+    style: _TextStyle,
+    doc_title: str,
+    outline: _Outline | None,
+    vocabulary: frozenset[str],
 ) -> list[ParsedSection]:
+    body = style.body
     placed = _footnotes_as_floats(placed, body, [pg.height for pg in pages])
-    title_lines = {(ln.page, round(ln.baseline)) for ln in _title_lines(pages)}
-    asm = _Assembler(body, segment_lefts(placed), _line_pitch(placed, body))
+    asm = _Assembler(body, segment_lefts(placed), _line_pitch(placed, body), vocabulary)
     front = True  # still before the first real heading
     front_title = ""
     i = 0
@@ -480,7 +643,7 @@ def _paper_sections(
             i += 1
             continue
         ln: Line = p.item  # type: ignore[assignment]
-        if (ln.page, round(ln.baseline)) in title_lines or not _is_heading(ln, body, hints):
+        if not _is_heading(ln, style, outline, front):
             asm.add_line(p, _next_in_segment(placed, i))
             i += 1
             continue
@@ -559,7 +722,7 @@ def _heading_text(placed: Sequence[Placed], i: int) -> tuple[str, int]:
         ):
             break
         ln = nxt.item
-        if abs(ln.size - first.size) > 0.3 or ln.bold != first.bold or _NUMBERED.match(ln.text):
+        if ln.style != first.style or _NUMBERED.match(ln.text) or (first.text.isupper() and not ln.text.isupper()):
             break
         if not 0 < ln.baseline - first.baseline <= 1.5 * first.size * len(parts) or parts[-1].endswith("."):
             break

@@ -11,7 +11,7 @@ import math
 import re
 import statistics
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import pymupdf
@@ -43,6 +43,12 @@ class Line:
     size: float
     bold: bool
     block: int
+    font: str = ""  # the font carrying most characters ("Helvetica-Bold"), subset prefix removed
+
+    @property
+    def style(self) -> tuple[str, float, bool]:
+        """What a reader sees of the line's type: font, size (to half a point), weight."""
+        return (self.font, round(self.size * 2) / 2, self.bold)
 
     @property
     def x0(self) -> float:
@@ -107,10 +113,12 @@ def page_lines(page: pymupdf.Page, page_no: int) -> list[Line]:
             if not text.strip():
                 continue
             by_size: Counter[float] = Counter()
+            by_font: Counter[str] = Counter()
             alpha = bold_alpha = chars = bold_chars = 0
             for s in spans:
                 n = len(s["text"].strip())
                 by_size[round(s["size"], 1)] += n
+                by_font[s["font"].split("+")[-1]] += n
                 letters = sum(ch.isalpha() for ch in s["text"])
                 alpha += letters
                 bold_alpha += letters if _is_bold(s) else 0
@@ -130,6 +138,7 @@ def page_lines(page: pymupdf.Page, page_no: int) -> list[Line]:
                     size=size,
                     bold=bold,
                     block=bno,
+                    font=by_font.most_common(1)[0][0],
                 )
             )
     return out
@@ -339,17 +348,50 @@ def segment_lefts(placed: Sequence[Placed]) -> dict[tuple[int, str], float]:
     return lefts
 
 
-def merge_lines_text(parts: Sequence[str]) -> str:
-    """Join wrapped lines, repairing end-of-line hyphenation ("methodol-" + "ogy")."""
+_WORD_BEFORE_HYPHEN = re.compile(r"([A-Za-z]+)-$")
+_WORD_AFTER = re.compile(r"^[a-z]+")
+
+
+def merge_lines_text(parts: Sequence[str], vocabulary: Collection[str] = ()) -> str:
+    """Join wrapped lines, repairing end-of-line hyphenation ("methodol-" + "ogy").
+
+    With the document's `vocabulary` (lower-case words seen unbroken elsewhere) a real
+    compound keeps its hyphen: "node-" + "level" stays "node-level" when "nodelevel" is
+    not a word of the document but "node" and "level" both are."""
     out = ""
     for raw in parts:
         line = raw.strip()
         if not line:
             continue
-        if out and re.search(r"[a-z]-$", out) and line[:1].islower():
+        if out and re.search(r"[a-z]-$", out) and line[:1].islower() and not _is_compound(out, line, vocabulary):
             out = out[:-1] + line
         elif out and re.search(r"[A-Za-z0-9]-$|\S/$", out) and line[:1].isalnum():
             out += line  # "152-" + "layer", "CIFAR-" + "10": a real hyphen; a URL cut at "/"
         else:
             out = f"{out} {line}" if out else line
     return out
+
+
+def _is_compound(before: str, after: str, vocabulary: Collection[str]) -> bool:
+    """Whether a hyphen at a line end belongs to the word (a compound), judged by the
+    document's own words: the joined form is not one of them, both halves are."""
+    head, tail = _WORD_BEFORE_HYPHEN.search(before), _WORD_AFTER.match(after)
+    if not vocabulary or head is None or tail is None:
+        return False
+    first, second = head.group(1).lower(), tail.group(0)
+    return first + second not in vocabulary and first in vocabulary and second in vocabulary
+
+
+def vocabulary_of(lines: Iterable[Line]) -> frozenset[str]:
+    """Lower-case words the document prints unbroken (not at a line-end hyphen)."""
+    words: set[str] = set()
+    broken = False  # the previous line ended in a hyphen: this line starts with a word's tail
+    for ln in lines:
+        found = re.findall(r"[A-Za-z]+", ln.text)
+        if broken:
+            found = found[1:]
+        broken = ln.text.endswith("-")
+        if broken:
+            found = found[:-1]
+        words.update(w.lower() for w in found)
+    return frozenset(words)

@@ -57,7 +57,7 @@ def test_resolve_uses_the_record_and_refuses_other_settings(lake: Lake) -> None:
     assert message.startswith("index config ocr.toml differs from the settings the lake")
     assert str(lake.index_config_path) in message and "kohaku index --index-config FILE" in message
     with pytest.raises(IndexConfigConflict, match=r"\(embedder\.backend, use_outline\)"):
-        resolve_index_config(lake, IndexConfig(captioner="none", use_outline=True, embedder=EmbedderSpec("e5")))
+        resolve_index_config(lake, IndexConfig(captioner="none", use_outline=False, embedder=EmbedderSpec("e5")))
 
 
 def test_a_new_lake_takes_the_request(lake: Lake) -> None:
