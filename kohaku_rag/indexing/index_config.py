@@ -36,10 +36,16 @@ class IndexConfig:
     vision_timeout: float = 60.0  # seconds per request
     vision_max_retries: int = 4  # on 429, 5xx, timeouts (Retry-After honoured)
     vision_prompt: str = ""  # empty: the paper's caption prompt (captions.CAPTION_PROMPT)
+    # Index a document's reference list (its "References"/"Bibliography" section); off keeps
+    # citations from crowding out the text that states an answer.
+    index_references: bool = True
 
     @property
     def parse_hash(self) -> str:
-        return stable_hash({"use_outline": self.use_outline})
+        parts: dict[str, object] = {"use_outline": self.use_outline}
+        if not self.index_references:  # only when set, so existing lakes keep their trees
+            parts["index_references"] = False
+        return stable_hash(parts)
 
     @property
     def caption_hash(self) -> str:

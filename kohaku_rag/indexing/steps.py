@@ -23,6 +23,7 @@ from kohaku_rag.indexing.corpus import CorpusScan, SourceDocument, load_document
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
 from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
+from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
@@ -173,6 +174,8 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
     if stored_version(lake, TREES, source.doc_id) == version:
         return table_to_nodes(pq.read_table(path)), True
     parsed = load_document(source, use_outline=cfg.use_outline)
+    if not cfg.index_references:
+        parsed = replace(parsed, sections=tuple(s for s in parsed.sections if not is_references(s.title)))
     for section in parsed.sections:
         for para in section.paragraphs:
             if para.image is not None:

@@ -79,6 +79,8 @@ _BAD_META_TITLE = re.compile(
 )
 _NORM = re.compile(r"[^a-z0-9]+")
 _RUN_IN = re.compile(r"[a-z]\.\s+\S")
+# Math fonts set formulas apart from the body too; a line in one is never a heading.
+_MATH_FONT = re.compile(r"^(?:CMMI|CMSY|CMEX|MSBM|MSAM|STIXMath|Cambria-?Math|Symbol)|Math", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -534,6 +536,11 @@ def _matches(ln: Line, title: str) -> bool:
     return text == title or wrapped or difflib.SequenceMatcher(None, text, title).ratio() >= 0.9
 
 
+def is_references(title: str) -> bool:
+    """Whether a section is a document's reference list."""
+    return _norm(_NUMBERED.sub("", title)) in ("references", "bibliography", "literature cited", "works cited")
+
+
 def _title_like(text: str) -> bool:
     """Reads as a heading, not a sentence: starts with a capital, no closing punctuation
     of a sentence or clause (a short "Results." still counts)."""
@@ -541,8 +548,8 @@ def _title_like(text: str) -> bool:
     words = rest.split()
     if not words or not rest[0].isupper() or rest[-1] in ",;:":
         return False
-    if _RUN_IN.search(rest):
-        return False  # "Residual Representations. In image recognition, ...": a run-in head
+    if _RUN_IN.search(rest) or "=" in rest:
+        return False  # "Residual Representations. In image recognition, ...": a run-in head; a formula
     return not (rest.endswith(".") and len(words) > 4)
 
 
@@ -619,7 +626,9 @@ def _is_heading(ln: Line, style: _TextStyle, outline: _Outline | None, front: bo
         return apart or (_title_like(text) and _NUMBERED.sub("", text).isupper() and len(words) <= 10)
     if strong and ln.bold and not (text.endswith(".") and len(words) > 6):
         return True
-    return not front and apart and ln.style in style.heading_styles and _title_like(text)
+    if front or _MATH_FONT.search(ln.font):
+        return False
+    return apart and ln.style in style.heading_styles and _title_like(text)
 
 
 def _paper_sections(
