@@ -1,9 +1,15 @@
 """PDF → ParsedDocument with PyMuPDF.
 
-Sections come from the page layout, not from the PDF outline (most PDFs have none): a
-heading is a short standalone line that is bold or clearly larger than body text and is
-numbered ("3", "3.2", "A.1") or large and bold, or a known name ("References"). Text
-before the first heading (title, authors, abstract) forms the first section.
+Sections come from the PDF's outline (bookmarks) when it has one: each entry is placed on
+its heading line by page and title (numbering, case and wrapping aside), and the layout
+decides on pages where an entry was not found and after the outline's last entry
+(appendices); the abstract and references count even when the outline leaves them out.
+Without an outline, a heading is a short, title-like line set apart from the body (larger,
+bold, or another font at body size) that is numbered ("3", "3.2", "A.1", "IV."), a known
+name ("References"), large and bold, or in a style that recurs as standalone lines on more
+than one page (publisher headings: bold sans at 1.1x a serif body). Text before the first
+heading (title, authors, abstract) forms the first section; a recurring style alone makes
+no heading there, so author names are not sections.
 
 Per page, running headers/footers and page numbers are removed, tables
 (`find_tables`) and figures (`pdf_figures.find_figures`) become their own
