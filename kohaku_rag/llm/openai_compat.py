@@ -33,7 +33,7 @@ from kohaku_rag.http_retry import (
     url_secrets,
 )
 from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
-from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, extract_json
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, extract_json
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,11 @@ T = TypeVar("T")
 
 class _FormatUnsupported(Exception):
     """The server refused the response_format we sent."""
+
+
+class _NotJSON(Retryable):
+    """The model's reply holds no JSON object: worth another try (sampling differs), but when
+    every try fails the endpoint worked and the model answered: an UnusableReply."""
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -161,9 +166,9 @@ class OpenAIChat:
             except Retryable as exc:
                 failures += 1
                 if failures > self.retry.max_retries:
-                    raise RetriesExhausted(
-                        f"{self._where}: gave up after {failures} attempts; last error: {self._redact(exc.reason)}"
-                    ) from None
+                    last = self._redact(exc.reason)
+                    gave_up = f"{self._where}: gave up after {failures} attempts; last error: {last}"
+                    raise (UnusableReply if isinstance(exc, _NotJSON) else RetriesExhausted)(gave_up) from None
                 delay = self.retry.delay(failures - 1, exc.retry_after)
                 log.warning(
                     "%s: attempt %d failed (%s); retrying in %.2fs",
@@ -206,11 +211,11 @@ class OpenAIChat:
             found = extract_json(text)
             if found is None:
                 if choice.get("finish_reason") == "length":
-                    raise BackendError(
+                    raise UnusableReply(
                         f"{self._where}: the reply reached max_tokens={req.max_tokens} before its JSON "
                         "was complete; raise max_tokens"
                     )
-                raise Retryable(f"reply is not valid JSON: {text[:200]!r}")
+                raise _NotJSON(f"reply is not valid JSON: {text[:200]!r}")
             text = found
         top: tuple[tuple[str, float], ...] = ()
         if req.top_logprobs > 0:
