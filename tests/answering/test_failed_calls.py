@@ -48,11 +48,12 @@ def env(built, tmp_path, monkeypatch):
         yield settings, server, questions
 
 
-def write_config(settings, name, server, questions, planner=False, runs=1):
+def write_config(settings, name, server, questions, planner=False, runs=1, base_url=None):
     folder = settings.lake.root / "configs"
     folder.mkdir(exist_ok=True)
     # max_retries = 0: a 5xx fails the call at once, so the tests stay fast.
-    llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None, "max_retries": 0}
+    url = base_url or server.base_url
+    llm = {"backend": "openai", "model": "scripted", "base_url": url, "api_key_env": None, "max_retries": 0}
     data = {
         "questions": str(questions),
         "retrieval": {"use_planner": planner, "planner_max_queries": 2},
@@ -172,3 +173,20 @@ def test_ask_raises_on_a_failed_call_instead_of_answering_blank(env):
     rag = Rag(settings.lake, settings.index_config())
     with pytest.raises(BackendError, match="HTTP 503"):
         rag.ask("How many watts did the A100 GPU draw?", config=cfg, unit="W")
+
+
+def test_credentials_in_the_endpoint_stay_out_of_the_output_and_the_lake(env, capsys):
+    settings, server, questions = env
+    secret, token = "sk-user-5e6f7a8b9c0d1e2f", "tok-9a8b7c6d5e4f3a2b1c0d"
+    port = server.base_url.rsplit(":", 1)[1]
+    url = f"http://key:{secret}@127.0.0.1:{port}/v1?api-key={token}"
+    cfg = write_config(settings, "a", server, questions, base_url=url)
+    server.fail_when = lambda key: "Question: How many watts" in key
+    args = ["--lake", settings.lake_root, "--corpus", settings.corpus_dir]
+    assert cli_main(["eval", "--questions", str(questions), "--config", "a", *args]) != 0
+    out = capsys.readouterr()
+    assert "1 of 3 questions failed" in out.err and "[redacted]" in out.err
+    stored = json.dumps(run_rows(settings, cfg), default=str)
+    assert "[redacted]" in stored  # the failed row's error names the endpoint, redacted
+    for text in (out.out, out.err, stored, repr(cfg)):
+        assert secret not in text and token not in text

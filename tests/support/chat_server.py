@@ -77,6 +77,7 @@ class ChatServer:
     fail_when: Callable[[str], bool] | None = None  # requests whose key matches get a 500
     seed: int = 0
     requests: list[Recorded] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # every request's path, query string included
     max_in_flight: int = 0
     _in_flight: int = 0
     _scripts: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
@@ -237,7 +238,8 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            server.paths.append(self.path)
+            if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
                 self._send(404, {"error": {"message": f"no route {self.path}"}}, ())
                 return
             server._enter()
