@@ -10,6 +10,7 @@ from typing import Literal
 from kohaku_rag.config_files import from_mapping, read_config_data, stable_hash
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
+from kohaku_rag.indexing.download import DownloadPolicy
 from kohaku_rag.lake import Lake, write_bytes_atomic
 
 
@@ -35,6 +36,20 @@ class IndexConfig:
     vision_timeout: float = 60.0  # seconds per request
     vision_max_retries: int = 4  # on 429, 5xx, timeouts (Retry-After honoured)
     vision_prompt: str = ""  # empty: the paper's caption prompt (captions.CAPTION_PROMPT)
+    # Documents downloaded from metadata.csv URLs (indexing.download); they change no hash.
+    download_max_bytes: int = 50_000_000  # a larger body is refused
+    download_timeout: float = 120.0  # seconds for a whole download, however slow the server
+    download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
+    download_allow_cross_host_redirects: bool = False
+
+    @property
+    def download_policy(self) -> DownloadPolicy:
+        return DownloadPolicy(
+            max_bytes=self.download_max_bytes,
+            timeout=self.download_timeout,
+            allow_private_hosts=self.download_allow_private_hosts,
+            allow_cross_host_redirects=self.download_allow_cross_host_redirects,
+        )
 
     @property
     def parse_hash(self) -> str:
