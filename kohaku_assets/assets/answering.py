@@ -96,17 +96,19 @@ def retrievals(
     started = time.perf_counter()
     lake, cfg, keys = _partition(settings, context)
     path = st.retrieval_path(lake, keys.retrieval)
-    reused = path.exists()
-    if not reused:
-        questions = load_questions(cfg.questions)
+    questions = load_questions(cfg.questions)
+    # A stored table is reused; its failed questions (a planner outage) are retrieved again.
+    stored_errors = st.retrieval_errors(path) if path.exists() else {}
+    todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
+    reused = not todo
+    if todo:
         chat = models.chat(cfg.generation.llm, lake) if cfg.retrieval.use_planner else None
-        try:
-            rows = st.compute_retrievals(
-                questions, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
-            )
-        except st.QuestionsFailed as exc:  # the plans that worked are cached: a re-run asks only these
-            raise _failure(exc) from None
-        st.write_rows(rows, path, {"retrieval_hash": cfg.retrieval_hash})
+        rows = st.compute_retrievals(
+            todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
+        )
+        merged = st.merge_rows(path, rows, [q.id for q in questions])
+        st.write_rows(merged, path, {"retrieval_hash": cfg.retrieval_hash})
+    failed = st.retrieval_errors(path)
     table = st.read_retrievals(path)
     return MaterializeResult(
         metadata={
@@ -114,7 +116,9 @@ def retrievals(
             "key": keys.retrieval,
             "retrieval_hash": cfg.retrieval_hash,
             "path": str(path),
-            "questions": len(table),
+            "questions": len(table) + len(failed),
+            "retrieved_questions": len(todo),
+            "failed_questions": len(failed),
             "mean_snippets": round(sum(len(r.context) for r in table.values()) / max(len(table), 1), 2),
             "seconds": round(time.perf_counter() - started, 3),
         },
@@ -143,17 +147,25 @@ def predictions(
     if pending:
         chat = models.chat(cfg.generation.llm, lake)
         before = _calls(chat)
-        retrieved = st.read_retrievals(st.retrieval_path(lake, keys.retrieval))
+        retrieval_path = st.retrieval_path(lake, keys.retrieval)
+        retrieved = st.read_retrievals(retrieval_path)
+        # A question whose retrieval failed cannot be asked: its runs fail with that reason.
+        unretrieved = {q: f"retrieval failed: {e}" for q, e in st.retrieval_errors(retrieval_path).items()}
+        asked = {r: [q for q in ids if q not in unretrieved] for r, ids in pending.items()}
         computed = st.compute_runs(
-            questions,
+            [q for q in questions if q.id not in unretrieved],
             retrieved,
             cfg,
             models.retriever(lake, settings.index_config()),
             chat,
-            pending,
+            asked,
             progress=context.log.debug,
             images=lambda h: lake.blob(h).read_bytes(),
         )
+        by_id = {q.id: q for q in questions}
+        for run, ids in pending.items():
+            failed_here = [st.failed_prediction(by_id[q], run, unretrieved[q]) for q in ids if q in unretrieved]
+            computed.setdefault(run, []).extend(failed_here)
         for run, preds in computed.items():
             st.write_rows(
                 st.merge_run(lake, keys.prediction, run, preds, order),

@@ -180,28 +180,39 @@ def compute_retrievals(
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
         except RetriesExhausted as exc:  # the planner's endpoint is down: no plan is not a plan
-            return {"id": q.id, "error": f"{type(exc).__name__}: {exc}"}, 0
+            error = f"{type(exc).__name__}: {exc}"
+            return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         items = searcher.search(queries, cfg.retrieval.search)
         return {
             "id": q.id,
             "queries": list(queries),
             "context": json.dumps([i.as_dict() for i in items]),
             "seconds": round(time.perf_counter() - started, 4),
+            "error": "",
         }, len(items)
 
     rows = []
-    failed: dict[str, str] = {}
     workers = question_workers(chat) if cfg.retrieval.use_planner else 1
     for n, (row, snippets) in enumerate(_map_questions(one, questions, workers), start=1):
-        if "error" in row:
-            failed[row["id"]] = row["error"]
-            progress(f"retrieval {n}/{len(questions)} {row['id']} FAILED: {row['error']}")
-            continue
         rows.append(row)
-        progress(f"retrieved {n}/{len(questions)} {row['id']}: {snippets} snippets")
-    if failed:  # the plans that worked are in the response cache: a re-run asks only these
-        raise QuestionsFailed(failed, len(questions))
+        shown = f"FAILED: {row['error']}" if row["error"] else f"{snippets} snippets"
+        progress(f"retrieved {n}/{len(questions)} {row['id']}: {shown}")
     return rows
+
+
+def retrieval_errors(path: Path) -> dict[str, str]:
+    """question id -> why its retrieval failed (a planner outage), for a stored table."""
+    if "error" not in pq.read_schema(path).names:  # written before failures were stored
+        return {}
+    table = pq.read_table(path, columns=["id", "error"]).to_pylist()
+    return {row["id"]: row["error"] for row in table if row["error"]}
+
+
+def merge_rows(path: Path, fresh: Sequence[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
+    """A stored table's rows with `fresh` rows in place of the ones they redo, in `order`."""
+    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if path.exists() else {}
+    by_id.update((row["id"], row) for row in fresh)
+    return [by_id[q] for q in order if q in by_id]
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path, metadata: dict[str, str] | None = None) -> None:
@@ -209,8 +220,11 @@ def write_rows(rows: list[dict[str, Any]], path: Path, metadata: dict[str, str] 
 
 
 def read_retrievals(path: Path) -> dict[str, Retrieved]:
+    """The questions' stored retrievals; a failed one (see `retrieval_errors`) is left out."""
     out = {}
     for row in pq.read_table(path).to_pylist():
+        if row.get("error"):
+            continue
         items = tuple(ContextItem(**item) for item in json.loads(row["context"]))
         out[row["id"]] = Retrieved(tuple(row["queries"]), items)
     return out
@@ -248,10 +262,12 @@ def merge_run(
 ) -> list[dict[str, Any]]:
     """Run `run`'s rows in question order: the stored rows kept as written, the fresh
     predictions in place of the ones they redo."""
-    path = run_path(lake, key, run)
-    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if path.exists() else {}
-    by_id.update((p.question_id, p.as_row()) for p in fresh)
-    return [by_id[q] for q in order if q in by_id]
+    return merge_rows(run_path(lake, key, run), [p.as_row() for p in fresh], order)
+
+
+def failed_prediction(question: Question, run: int, error: str) -> Prediction:
+    """A run of a question that could not be asked (its retrieval failed)."""
+    return Prediction(question.id, run, run, Answer.blank(question.answer_unit), 0, 0, 0, 0, 0, 0.0, 0, 0, error)
 
 
 def compute_runs(

@@ -152,17 +152,24 @@ def test_a_genuine_blank_reply_stays_an_answer(env):
     assert again.metadata["predictions"]["reused"] is True and len(server.requests) == since
 
 
-def test_planner_outage_fails_retrievals_instead_of_freezing_question_only_plans(env):
+def test_planner_outage_fails_the_questions_instead_of_freezing_question_only_plans(env):
     settings, server, questions = env
     cfg = write_config(settings, "p", server, questions, planner=True)
-    server.outage = True
-    with pytest.raises(RunFailed, match=r"retrievals: 3 of 3 questions failed: .*re-run to retry them"):
+    server.fail_when = lambda key: "search queries" in key and "How many watts" in key  # q2's plan fails
+    with pytest.raises(
+        RunFailed, match=r"predictions: 1 of 3 questions failed: retrieval failed: RetriesExhausted: .*re-run"
+    ):
         run_config(settings, "p", leaderboard_too=False)
-    assert not st.retrieval_path(settings.lake, st.keys_for(settings.lake, cfg).retrieval).exists()
-    server.outage = False
+    path = st.retrieval_path(settings.lake, st.keys_for(settings.lake, cfg).retrieval)
+    assert list(st.retrieval_errors(path)) == ["q2"] and sorted(st.read_retrievals(path)) == ["q1", "q3"]
+    assert not run_rows(settings, cfg)["q1"]["error"] and run_rows(settings, cfg)["q2"]["error"]
+    server.fail_when = None
+    since = len(server.requests)
     report = run_config(settings, "p", leaderboard_too=False)
+    assert report.metadata["retrievals"]["retrieved_questions"] == 1
+    assert len(server.requests) - since == 2  # q2's plan and its answer, nothing else
     assert report.metadata["scores"]["final"] == pytest.approx(1.0)
-    planned = st.read_retrievals(st.retrieval_path(settings.lake, st.keys_for(settings.lake, cfg).retrieval))
+    planned = st.read_retrievals(path)
     assert all(len(r.queries) == 2 for r in planned.values())  # the planner's query is there
 
 
