@@ -62,11 +62,12 @@ def write_questions(path: Path, n: int) -> None:
 
 
 def write_config(lake: Path, name: str, server: QAServer, questions: Path, max_retries: int) -> None:
+    """A config whose model is named after it, so no scenario's replies come from another's cache."""
     folder = lake / "configs"
     folder.mkdir(parents=True, exist_ok=True)
     llm = {
         "backend": "openai",
-        "model": "fault-bench",
+        "model": f"fault-bench-{name}",
         "base_url": server.base_url,
         "api_key_env": None,
         "max_retries": max_retries,
