@@ -197,3 +197,39 @@ def test_credentials_in_the_endpoint_stay_out_of_the_output_and_the_lake(env, ca
     assert "[redacted]" in stored  # the failed row's error names the endpoint, redacted
     for text in (out.out, out.err, stored, repr(cfg)):
         assert secret not in text and token not in text
+
+
+def test_a_failed_true_false_verdict_call_is_a_failure_not_the_replys_own_verdict():
+    from chat_server import ChatServer, Fault, server_error
+
+    from kohaku_rag.answering.answer import answer_request, answer_runs, verdict_request
+    from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
+    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.llm.openai_compat import OpenAIChat
+    from kohaku_rag.retrieval.retriever import ContextItem
+
+    class Fixed:
+        def search(self, queries, cfg):
+            return [item]
+
+    item = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
+    statement = Question("q1", "True or False: the A100 drew 300 W.", "is_blank")
+    reply = json.dumps(
+        {
+            "evidence": "The A100 drew 400 W in training runs.",
+            "explanation": "it drew",
+            "answer": "True",
+            "answer_value": "1",
+            "ref_id": ["gpu"],
+            "is_blank": False,
+        }
+    )
+    gen = GenerationPart()
+    cfg = QAConfig(questions="q.csv", retrieval=RetrievalPart(use_planner=False), generation=gen)
+    with ChatServer() as server:
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=1, backoff_base=0.01)
+        server.script(answer_request(statement, [item], gen, seed=0).messages[-1].content, Fault(content=reply))
+        verdict = verdict_request(statement, [item], gen).messages[-1].content
+        server.script(verdict, server_error(503), server_error(503))
+        (run,) = answer_runs(statement, [statement.question], Fixed(), chat, cfg, [0])
+    assert run.error.startswith("RetriesExhausted: ") and "HTTP 503" in run.error
