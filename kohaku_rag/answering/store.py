@@ -267,7 +267,21 @@ def merge_run(
 
 def failed_prediction(question: Question, run: int, error: str) -> Prediction:
     """A run of a question that could not be asked (its retrieval failed)."""
-    return Prediction(question.id, run, run, Answer.blank(question.answer_unit), 0, 0, 0, 0, 0, 0.0, 0, 0, error)
+    return Prediction(
+        question_id=question.id,
+        run=run,
+        seed=run,
+        answer=Answer.blank(question.answer_unit),
+        attempts=0,
+        k_used=0,
+        context_chars=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        seconds=0.0,
+        llm_calls=0,
+        cached_calls=0,
+        error=error,
+    )
 
 
 def compute_runs(
