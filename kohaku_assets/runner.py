@@ -29,6 +29,7 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_of, spec_of
 from kohaku_rag.embed.base import Embedder
+from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
@@ -37,8 +38,9 @@ from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.tree import NodeKind
 
-# The CLI prints its own progress; Dagster's per-event DEBUG lines would drown it.
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+# The CLI prints its own progress and a failed step's one-line reason; Dagster's per-event
+# lines (and a failed step's stack trace) would drown them.
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # The models loaded by this process's runs, unless a caller brings its own pool.
 PROCESS_MODELS = ModelPool()
 
@@ -60,7 +62,10 @@ def failure_message(result: ExecuteInProcessResult) -> str:
         if event.event_type is DagsterEventType.STEP_FAILURE:
             error = event.event_specific_data.error  # type: ignore[union-attr]
             cause = error.cause if error is not None and error.cause is not None else error
-            return f"{event.step_key}: {cause.message.strip() if cause else 'failed'}"
+            message = cause.message.strip() if cause else "failed"
+            if cause is not None and cause.cls_name == "Failure":  # raised on purpose: its text is the reason
+                message = message.split(": ", 1)[-1] if message.startswith("dagster.") else message
+            return f"{event.step_key}: {message}"
     return "run failed"
 
 
@@ -192,6 +197,11 @@ def node_counts(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) ->
 # ── answering ─────────────────────────────────────────────────────────────
 
 
+class RunFailed(KohakuError, RuntimeError):
+    """A config's (or ensemble's) materialization failed; the message is the failed step's
+    one line, e.g. "predictions: 2 of 40 questions failed: ...; re-run to retry them"."""
+
+
 @dataclass(frozen=True)
 class QAReport:
     config: str
@@ -215,7 +225,7 @@ def run_config(
     _register(settings, CONFIGS, [name])
     result = _run(settings, models, QA_ASSETS, PER_CONFIG, name)
     if not result.success:
-        raise RuntimeError(f"config {name}: {failure_message(result)}")
+        raise RunFailed(f"config {name}: {failure_message(result)}")
     if leaderboard_too:
         _leaderboard(settings, models)
     return QAReport(
@@ -230,6 +240,6 @@ def run_ensemble(settings: KohakuSettings, name: str, *, models: ModelPool = PRO
     _register(settings, ENSEMBLE_SPECS, [name])
     result = _run(settings, models, [*QA_ASSETS, cross_ensemble], [cross_ensemble], name)
     if not result.success:
-        raise RuntimeError(f"ensemble {name}: {failure_message(result)}")
+        raise RunFailed(f"ensemble {name}: {failure_message(result)}")
     _leaderboard(settings, models)
     return materialization_metadata(result)["cross_ensemble"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from kohaku_rag.answering.answer import Prediction, answer_question
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.errors import BackendError
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig, resolve_index_config
 from kohaku_rag.indexing.pipeline import IndexSummary, Progress, index_corpus
@@ -95,6 +96,8 @@ class Rag:
             seed=seed,
             images=lambda h: self.lake.blob(h).read_bytes(),
         )
+        if pred.error:  # a failed LLM call is not an answer
+            raise BackendError(pred.error)
         return AskResult.of(question, pred)
 
     def _config(self, config: str | Path | QAConfig | None) -> QAConfig:

@@ -22,6 +22,12 @@ class BackendError(KohakuError):
     """A model backend (embedding, LLM, captioner) failed after its retries."""
 
 
+class RetriesExhausted(BackendError):
+    """Every attempt failed with a transient error (timeouts, 429, 5xx, dropped
+    connections): the endpoint is down or overloaded, not the request wrong. Whatever was
+    being computed failed; asking again later may succeed."""
+
+
 class MissingPredictions(KohakuError):
     """An ensemble member has nothing stored to vote with; the message gives the command
     that computes it."""

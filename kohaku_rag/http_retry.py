@@ -15,6 +15,7 @@ import os
 import random
 import re
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
@@ -22,7 +23,7 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
-from kohaku_rag.errors import BackendError
+from kohaku_rag.errors import BackendError, RetriesExhausted
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +98,38 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, seconds) if math.isfinite(seconds) else None
 
 
-def read_api_key(env: str | None, needed_by: str = "this server") -> str | None:
-    """The key held by environment variable `env`; None when `env` is None (no key needed)."""
+# What an environment variable's name looks like (POSIX: letters, digits, underscore).
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Query parameters that carry a credential (api-key, api_key, key, token, access_token, sig, ...).
+_SECRET_PARAM = re.compile(r"key|token|secret|password|passwd|sig|auth|credential", re.IGNORECASE)
+
+
+def looks_like_key(text: str) -> bool:
+    """A long token of lower-case letters and many digits (`sk-...`, `jina_...`), not a
+    variable name such as OPENAI_API_KEY."""
+    return len(text) >= 24 and sum(c.isdigit() for c in text) >= 4 and any(c.islower() for c in text)
+
+
+def check_api_key_env(env: str | None) -> str | None:
+    """`env` when it names an environment variable. A value that does not (most often the key
+    itself, pasted by mistake) is refused without being echoed."""
     if env is None:
         return None
+    if not isinstance(env, str) or not _ENV_NAME.match(env) or len(env) > 128 or looks_like_key(env):
+        raise ValueError(
+            "api_key_env must be the name of the environment variable that holds the key "
+            "(e.g. OPENAI_API_KEY), not the key itself; the value given is not a variable name "
+            f"and is not shown here ({len(str(env))} characters). Put the key in an environment "
+            "variable and name that variable"
+        )
+    return env
+
+
+def read_api_key(env: str | None, needed_by: str = "this server") -> str | None:
+    """The key held by environment variable `env`; None when `env` is None (no key needed)."""
+    if check_api_key_env(env) is None:
+        return None
+    assert env is not None
     key = os.environ.get(env, "").strip()
     if not key:
         raise BackendError(
@@ -111,22 +140,91 @@ def read_api_key(env: str | None, needed_by: str = "this server") -> str | None:
     return key
 
 
-def redact(text: str, key: str | None) -> str:
-    """`text` with the API key scrubbed out, for servers that echo a bad key back."""
-    return text.replace(key, REDACTED) if key else text
+def redact(text: str, key: str | None, *more: str | None) -> str:
+    """`text` with the API key (and any other secrets given, e.g. `url_secrets(base_url)`)
+    scrubbed out, for servers that echo a bad key back."""
+    for secret in sorted({s for s in (key, *more) if s}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+        quoted = urllib.parse.quote(secret, safe="")
+        if quoted != secret:
+            text = text.replace(quoted, REDACTED)
+    return text
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The credentials written into a URL: the user:password of `user:key@host` and the values
+    of query parameters such as `api-key=`, `key=` or `token=` (decoded and as written)."""
+    if not url:
+        return ()
+    parts = urllib.parse.urlsplit(url.strip())
+    found: list[str] = []
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    if userinfo:
+        found.append(userinfo)
+        found += [p for p in userinfo.split(":") if len(p) >= 3]
+        found += [urllib.parse.unquote(p) for p in userinfo.split(":") if len(p) >= 3]
+    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=False):
+        if _SECRET_PARAM.search(name) and value:
+            found += [value, urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value)]
+    return tuple(dict.fromkeys(s for s in found if s))
+
+
+def safe_url(url: str | None) -> str:
+    """`url` fit for a log line, an error or a repr: credentials replaced by [redacted]."""
+    if not url:
+        return str(url)
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+    except ValueError:
+        return REDACTED
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rpartition('@')[2]}"
+    query = "&".join(
+        f"{name}={REDACTED if _SECRET_PARAM.search(urllib.parse.unquote(name)) else value}"
+        for name, _, value in (pair.partition("=") for pair in parts.query.split("&") if pair)
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def endpoint_id(url: str) -> str:
+    """The endpoint a URL names, for a cache key: scheme, host, port and path (normalised,
+    lower-case host), plus its non-credential query; never the credentials."""
+    parts = urllib.parse.urlsplit(normalise_base_url(url))
+    host = parts.netloc.rpartition("@")[2].lower()
+    query = "&".join(
+        sorted(
+            pair
+            for pair in parts.query.split("&")
+            if pair and not _SECRET_PARAM.search(urllib.parse.unquote(pair.partition("=")[0]))
+        )
+    )
+    return urllib.parse.urlunsplit((parts.scheme.lower(), host, parts.path, query, ""))
 
 
 def normalise_base_url(base_url: str) -> str:
-    """`http://host:8000`, `.../v1` and `.../v1/` all mean the same API root, `.../v1`."""
-    url = base_url.strip().rstrip("/")
-    if not re.match(r"^https?://[^/]", url):
-        raise ValueError(f"base_url {base_url!r} must start with http:// or https://")
-    return url if url.endswith("/v1") else f"{url}/v1"
+    """`http://host:8000`, `.../v1` and `.../v1/` all mean the same API root, `.../v1`. A query
+    string (`?api-version=...`) is kept; `api_url` puts an API path before it."""
+    url = base_url.strip()
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not re.match(r"^https?://[^/?#]", url):
+        raise ValueError(f"base_url {safe_url(base_url)!r} must start with http:// or https://")
+    path = parts.path.rstrip("/")
+    path = path if path.endswith("/v1") else f"{path}/v1"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
-def snippet(response: httpx.Response, key: str | None) -> str:
-    """The start of a response body on one line, key scrubbed, for an error message."""
-    text = redact(response.text[:BODY_SNIPPET].replace("\n", " "), key)
+def api_url(base_url: str, path: str) -> str:
+    """`<base_url>/<path>` with the base's query string (if any) after the path."""
+    parts = urllib.parse.urlsplit(normalise_base_url(base_url))
+    return urllib.parse.urlunsplit(
+        (parts.scheme, parts.netloc, f"{parts.path}/{path.lstrip('/')}", parts.query, parts.fragment)
+    )
+
+
+def snippet(response: httpx.Response, key: str | None, *more: str) -> str:
+    """The start of a response body on one line, key (and `more` secrets) scrubbed, for an error message."""
+    text = redact(response.text[:BODY_SNIPPET].replace("\n", " "), key, *more)
     return text or "(empty body)"
 
 
@@ -137,21 +235,21 @@ def raise_if_retryable(response: httpx.Response, body: str) -> None:
         raise Retryable(f"HTTP {status}: {body}", parse_retry_after(response.headers.get("Retry-After")))
 
 
-def http_error(response: httpx.Response, key: str | None) -> str:
+def http_error(response: httpx.Response, key: str | None, *more: str) -> str:
     """`HTTP <status>: <body>` for a final (non-retryable) error status, with a key hint on 401/403."""
     hint = " (check the API key variable)" if response.status_code in (401, 403) else ""
-    return f"HTTP {response.status_code}{hint}: {snippet(response, key)}"
+    return f"HTTP {response.status_code}{hint}: {snippet(response, key, *more)}"
 
 
-def post_json(client: httpx.Client, url: str, body: dict[str, Any], key: str | None) -> httpx.Response:
+def post_json(client: httpx.Client, url: str, body: dict[str, Any], key: str | None, *more: str) -> httpx.Response:
     """POST `body`; timeouts, dropped connections and retryable statuses raise Retryable."""
     try:
         response = client.post(url, json=body)
     except httpx.TimeoutException as exc:
         raise Retryable(f"timed out ({type(exc).__name__})") from exc
     except httpx.TransportError as exc:
-        raise Retryable(f"connection error ({type(exc).__name__}: {redact(str(exc), key)})") from exc
-    raise_if_retryable(response, snippet(response, key))
+        raise Retryable(f"connection error ({type(exc).__name__}: {redact(str(exc), key, *more)})") from exc
+    raise_if_retryable(response, snippet(response, key, *more))
     return response
 
 
@@ -170,6 +268,6 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy, where: str, fa
             if attempt == policy.max_retries:
                 break
             wait = policy.delay(attempt, exc.retry_after)
-            log.warning("%s: %s; retry %d/%d in %.2fs", where, last, attempt + 1, policy.max_retries, wait)
+            log.warning("%s: %s; retry %d/%d in %.2fs", safe_url(where), last, attempt + 1, policy.max_retries, wait)
             time.sleep(wait)
-    raise BackendError(f"{failed} after {policy.max_retries + 1} attempts; last error: {last}")
+    raise RetriesExhausted(f"{failed} after {policy.max_retries + 1} attempts; last error: {last}")

@@ -5,13 +5,26 @@ A folder of config files (default `<lake>/configs`, env KOHAKU_CONFIGS) defines 
 go. Every asset stores its table under the hash of what made it
 (kohaku_rag.answering.store), so materializing an edited config recomputes only the parts
 its edit changed; the others report `reused`.
+
+A question whose LLM call failed (the endpoint down after its retries) fails the step with
+"N of M questions failed: <reason>; re-run to retry them" once the good rows are stored;
+the next materialization asks only the failed questions again.
 """
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, DataVersion, MaterializeResult, MetadataValue, ResourceParam, asset
+from dagster import (
+    AssetExecutionContext,
+    DataVersion,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    ResourceParam,
+    asset,
+)
 
 from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
 from kohaku_assets.partitions import configs
@@ -21,7 +34,7 @@ from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
-from kohaku_rag.lake import Lake, write_parquet_atomic
+from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.models import ModelPool
 
@@ -34,6 +47,19 @@ def _partition(settings: KohakuSettings, context: AssetExecutionContext) -> tupl
 
 def _calls(chat: ChatModel) -> tuple[int, int]:
     return getattr(chat, "hits", 0), getattr(chat, "misses", 0)
+
+
+def _failure(exc: st.QuestionsFailed, **metadata: Any) -> Failure:
+    """The step's failure: one line naming how many questions failed and the first reason."""
+    return Failure(
+        description=str(exc),
+        metadata={
+            "failed_questions": len(exc.failed),
+            "questions": exc.total,
+            "failed": MetadataValue.json(dict(list(exc.failed.items())[:20])),
+            **metadata,
+        },
+    )
 
 
 @asset(
@@ -70,14 +96,19 @@ def retrievals(
     started = time.perf_counter()
     lake, cfg, keys = _partition(settings, context)
     path = st.retrieval_path(lake, keys.retrieval)
-    reused = path.exists()
-    if not reused:
-        questions = load_questions(cfg.questions)
+    questions = load_questions(cfg.questions)
+    # A stored table is reused; its failed questions (a planner outage) are retrieved again.
+    stored_errors = st.retrieval_errors(path) if path.exists() else {}
+    todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
+    reused = not todo
+    if todo:
         chat = models.chat(cfg.generation.llm, lake) if cfg.retrieval.use_planner else None
         rows = st.compute_retrievals(
-            questions, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
+            todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
         )
-        st.write_rows(rows, path, {"retrieval_hash": cfg.retrieval_hash})
+        merged = st.merge_rows(path, rows, [q.id for q in questions])
+        st.write_rows(merged, path, {"retrieval_hash": cfg.retrieval_hash})
+    failed = st.retrieval_errors(path)
     table = st.read_retrievals(path)
     return MaterializeResult(
         metadata={
@@ -85,7 +116,9 @@ def retrievals(
             "key": keys.retrieval,
             "retrieval_hash": cfg.retrieval_hash,
             "path": str(path),
-            "questions": len(table),
+            "questions": len(table) + len(failed),
+            "retrieved_questions": len(todo),
+            "failed_questions": len(failed),
             "mean_snippets": round(sum(len(r.context) for r in table.values()) / max(len(table), 1), 2),
             "seconds": round(time.perf_counter() - started, 3),
         },
@@ -105,26 +138,37 @@ def predictions(
 ) -> MaterializeResult:
     started = time.perf_counter()
     lake, cfg, keys = _partition(settings, context)
-    todo = st.missing_runs(lake, keys.prediction, cfg.voting.runs)
+    questions = load_questions(cfg.questions)
+    order = [q.id for q in questions]
+    # Runs not stored need every question; stored runs with failed rows need those only.
+    pending = st.pending_questions(lake, keys.prediction, cfg.voting.runs, order)
+    todo = sorted(pending)
     hits = misses = 0
-    if todo:
-        questions = load_questions(cfg.questions)
+    if pending:
         chat = models.chat(cfg.generation.llm, lake)
         before = _calls(chat)
-        retrieved = st.read_retrievals(st.retrieval_path(lake, keys.retrieval))
+        retrieval_path = st.retrieval_path(lake, keys.retrieval)
+        retrieved = st.read_retrievals(retrieval_path)
+        # A question whose retrieval failed cannot be asked: its runs fail with that reason.
+        unretrieved = {q: f"retrieval failed: {e}" for q, e in st.retrieval_errors(retrieval_path).items()}
+        asked = {r: [q for q in ids if q not in unretrieved] for r, ids in pending.items()}
         computed = st.compute_runs(
-            questions,
+            [q for q in questions if q.id not in unretrieved],
             retrieved,
             cfg,
             models.retriever(lake, settings.index_config()),
             chat,
-            todo,
+            asked,
             progress=context.log.debug,
             images=lambda h: lake.blob(h).read_bytes(),
         )
+        by_id = {q.id: q for q in questions}
+        for run, ids in pending.items():
+            failed_here = [st.failed_prediction(by_id[q], run, unretrieved[q]) for q in ids if q in unretrieved]
+            computed.setdefault(run, []).extend(failed_here)
         for run, preds in computed.items():
             st.write_rows(
-                [p.as_row() for p in preds],
+                st.merge_run(lake, keys.prediction, run, preds, order),
                 st.run_path(lake, keys.prediction, run),
                 {"generation_hash": cfg.generation_hash, "run": str(run)},
             )
@@ -132,6 +176,14 @@ def predictions(
         hits, misses = after[0] - before[0], after[1] - before[1]
     runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]
     rows = [p for run in runs for p in run]
+    failed = {p.question_id: p.error for p in rows if p.error}
+    if failed:  # the good rows are stored (and reused); the failed questions are asked next time
+        raise _failure(
+            st.QuestionsFailed(failed, len(questions)),
+            llm_calls=misses,
+            llm_cache_hits=hits,
+            key=keys.prediction,
+        )
     return MaterializeResult(
         metadata={
             "reused": not todo,
@@ -140,6 +192,7 @@ def predictions(
             "generation_hash": cfg.generation_hash,
             "runs": cfg.voting.runs,
             "rows": len(rows),
+            "recomputed_questions": sum(len(ids) for ids in pending.values()),
             "blank_rate": round(sum(p.answer.is_blank for p in rows) / max(len(rows), 1), 4),
             "mean_attempts": round(sum(p.attempts for p in rows) / max(len(rows), 1), 3),
             "llm_calls": misses,
@@ -160,10 +213,20 @@ def predictions(
 def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     path = st.ensemble_path(lake, keys.ensemble)
-    reused = path.exists()
+    # Stored runs can be repaired (failed rows asked again) under the same key: an ensemble
+    # is reused only when voted from the run files as they are now.
+    fingerprint = st.runs_fingerprint(lake, keys.prediction, cfg.voting.runs)
+    reused = path.exists() and parquet_metadata(path).get("runs_fingerprint") == fingerprint
     if not reused:
         runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]
-        st.write_rows(st.answer_rows(st.ensemble(runs, cfg)), path, {"voting_hash": cfg.voting_hash})
+        failed = {p.question_id: p.error for run in runs for p in run if p.error}
+        if failed:  # never vote a failed call as if it were an answer
+            raise _failure(st.QuestionsFailed(failed, len({p.question_id for run in runs for p in run})))
+        st.write_rows(
+            st.answer_rows(st.ensemble(runs, cfg)),
+            path,
+            {"voting_hash": cfg.voting_hash, "runs_fingerprint": fingerprint},
+        )
     answers = st.read_answers(path)
     return MaterializeResult(
         metadata={

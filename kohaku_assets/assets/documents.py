@@ -57,7 +57,8 @@ def _sample_table(nodes: list[Node], limit: int = 5) -> str:
     description="The document's file and content hash.",
 )
 def source_document(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    source = resolve_source(settings.corpus, settings.lake.sources_dir, context.partition_key)
+    policy = settings.index_config().download_policy
+    source = resolve_source(settings.corpus, settings.lake.sources_dir, context.partition_key, policy)
     ix.write_source(settings.lake, source)
     return MaterializeResult(
         metadata={

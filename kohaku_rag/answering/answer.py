@@ -33,11 +33,11 @@ import numpy as np
 
 from kohaku_rag.answering.planner import plan_queries
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
-from kohaku_rag.errors import BackendError
+from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
-from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, extract_json, loads_json
+from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, UnusableReply, extract_json, loads_json
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
@@ -71,7 +71,9 @@ class Prediction:
     seconds: float  # LLM time of this run (shared prompt evaluation charged to the run that paid it)
     llm_calls: int
     cached_calls: int
-    error: str = ""  # set when the LLM failed for good; the answer is then blank
+    # Set when an LLM call failed (after its retries): the run is a failure, not an answer
+    # (its answer is a blank placeholder that is never voted nor scored) and is asked again.
+    error: str = ""
     # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
     verdict_logodds: float | None = None
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
@@ -390,6 +392,10 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
     for group in by_context.values():
         try:
             res = chat.complete(verdict_request(question, group[0].items, gen))
+        except RetriesExhausted as exc:  # the endpoint is down: a failure, asked again next time
+            for run in group:
+                run.error = f"{type(exc).__name__}: {exc}"
+            continue
         except BackendError as exc:  # the reply's own verdict stands
             log.warning(
                 "%s: no probability verdict (%s); the reply's own stands. A server without "
@@ -455,7 +461,11 @@ def _ask(
         for run, res in zip(runs, results, strict=True):
             run.attempts += 1
             run.items = tuple(items)
-            if isinstance(res, Exception):
+            if isinstance(res, UnusableReply):  # a reply, though unusable: an abstention like bad JSON
+                log.warning("%s: %s", question.id, res)
+                run.answer = Answer.blank(question.answer_unit)
+                continue
+            if isinstance(res, Exception):  # a failed call: not an answer
                 run.error = f"{type(res).__name__}: {res}"
                 run.answer = Answer.blank(question.answer_unit)
                 continue

@@ -16,7 +16,7 @@ from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake import Lake, parquet_metadata
 
 
 def members_of(lake: Lake, name: str, spec: EnsembleSpec) -> dict[str, QAConfig]:
@@ -47,16 +47,20 @@ def gather(lake: Lake, name: str, spec: EnsembleSpec, members: dict[str, QAConfi
             missing = st.missing_runs(lake, keys.prediction, cfg.voting.runs)
             if missing:
                 raise MissingPredictions(
-                    f"ensemble {name}: config {member} has no stored predictions for runs {missing}; {hint}"
+                    f"ensemble {name}: config {member} has no stored predictions (or failed ones) "
+                    f"for runs {missing}; {hint}"
                 )
             voters += [st.answers_of(st.read_run(lake, keys.prediction, r)) for r in range(cfg.voting.runs)]
-            member_keys[member] = f"{keys.prediction}:{cfg.voting.runs}"
+            # The runs' contents too: repaired runs (failed rows asked again) are voted again.
+            fingerprint = st.runs_fingerprint(lake, keys.prediction, cfg.voting.runs)
+            member_keys[member] = f"{keys.prediction}:{cfg.voting.runs}:{fingerprint}"
         else:
             path = st.ensemble_path(lake, keys.ensemble)
             if not path.exists():
                 raise MissingPredictions(f"ensemble {name}: config {member} has no stored ensemble; {hint}")
             voters.append(st.read_answers(path))
-            member_keys[member] = keys.ensemble
+            # The runs it was voted from too: a member's ensemble re-voted after repair is new.
+            member_keys[member] = f"{keys.ensemble}:{parquet_metadata(path).get('runs_fingerprint', '')}"
     return Pool(stable_hash([spec.spec_hash, member_keys]), voters, member_keys)
 
 

@@ -48,8 +48,8 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
         except (ValueError, FileNotFoundError):
             continue  # a broken or unrunnable config has no score to list
         summary = _score_summary(st.score_path(lake, keys.ensemble))
-        if summary is None:
-            continue
+        if summary is None or st.missing_runs(lake, keys.prediction, cfg.voting.runs):
+            continue  # not scored, or its runs hold failed calls (a score from them would mislead)
         n = summary["questions"]
         preds = [
             p

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kohaku_rag.errors import BackendError
+from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
 from kohaku_rag.llm.base import extract_json, loads_json
 
@@ -88,6 +88,8 @@ def plan_queries(question: str, chat: ChatModel, max_queries: int) -> Plan:
         return Plan((question,), fallback=False)
     try:
         result = chat.complete(plan_request(question, max_queries))
+    except RetriesExhausted:
+        raise  # the endpoint is down: a failed plan, not a plan (the caller retries later)
     except BackendError:
         # A failed plan costs recall, not the answer: search with the question alone.
         return Plan((question,), fallback=True)

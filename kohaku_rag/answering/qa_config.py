@@ -137,9 +137,9 @@ class QAConfig:
     @property
     def generation_hash(self) -> str:
         gen = dataclasses.asdict(self.generation)
-        # Concurrency changes throughput, never a reply.
-        gen["llm"].pop("max_concurrent", None)
-        gen["llm"].pop("n_threads", None)
+        # Concurrency, timeouts and retries change throughput, never a reply.
+        for key in ("max_concurrent", "n_threads", "timeout", "max_retries"):
+            gen["llm"].pop(key, None)
         return stable_hash({"retrieval": self.retrieval_hash, "generation": gen, "format": ANSWER_FORMAT})
 
     @property

@@ -11,6 +11,11 @@ Keys chain: retrieval_key = (retrieval_hash, question file content, index conten
 prediction_key = (generation_hash, retrieval_key); ensemble_key = (voting_hash,
 prediction_key). A table whose key is already on disk is reused, never recomputed, so a
 generation-only edit reuses the contexts and a voting-only edit reuses the predictions.
+
+A failed LLM call is a failure, not an answer: a prediction row whose `error` is set makes
+its run incomplete, the next materialization asks only those questions again (the good
+rows are kept), and nothing is voted or scored from a failed row. An ensemble records the
+run files it was voted from, so repaired runs are voted again.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +37,7 @@ import pyarrow.parquet as pq
 from kohaku_rag.answering.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.config_files import stable_hash
+from kohaku_rag.errors import KohakuError, RetriesExhausted
 from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.score import ScoreReport, score_predictions
@@ -43,6 +49,17 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
 
 Progress = Callable[[str], None]
+
+
+class QuestionsFailed(KohakuError):
+    """Some questions' LLM calls failed (after their retries); what succeeded is kept and the
+    next materialization asks only the failed questions again."""
+
+    def __init__(self, failed: dict[str, str], total: int) -> None:
+        self.failed = failed
+        self.total = total
+        first = next(iter(failed.values()), "")
+        super().__init__(f"{len(failed)} of {total} questions failed: {first}; re-run to retry them")
 
 
 def file_sha(path: Path) -> str:
@@ -160,21 +177,42 @@ def compute_retrievals(
 
     def one(q: Question) -> tuple[dict[str, Any], int]:
         started = time.perf_counter()
-        queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
+        try:
+            queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
+        except RetriesExhausted as exc:  # the planner's endpoint is down: no plan is not a plan
+            error = f"{type(exc).__name__}: {exc}"
+            return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         items = searcher.search(queries, cfg.retrieval.search)
         return {
             "id": q.id,
             "queries": list(queries),
             "context": json.dumps([i.as_dict() for i in items]),
             "seconds": round(time.perf_counter() - started, 4),
+            "error": "",
         }, len(items)
 
     rows = []
     workers = question_workers(chat) if cfg.retrieval.use_planner else 1
     for n, (row, snippets) in enumerate(_map_questions(one, questions, workers), start=1):
         rows.append(row)
-        progress(f"retrieved {n}/{len(questions)} {row['id']}: {snippets} snippets")
+        shown = f"FAILED: {row['error']}" if row["error"] else f"{snippets} snippets"
+        progress(f"retrieved {n}/{len(questions)} {row['id']}: {shown}")
     return rows
+
+
+def retrieval_errors(path: Path) -> dict[str, str]:
+    """question id -> why its retrieval failed (a planner outage), for a stored table."""
+    if "error" not in pq.read_schema(path).names:  # written before failures were stored
+        return {}
+    table = pq.read_table(path, columns=["id", "error"]).to_pylist()
+    return {row["id"]: row["error"] for row in table if row["error"]}
+
+
+def merge_rows(path: Path, fresh: Sequence[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
+    """A stored table's rows with `fresh` rows in place of the ones they redo, in `order`."""
+    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if path.exists() else {}
+    by_id.update((row["id"], row) for row in fresh)
+    return [by_id[q] for q in order if q in by_id]
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path, metadata: dict[str, str] | None = None) -> None:
@@ -182,8 +220,11 @@ def write_rows(rows: list[dict[str, Any]], path: Path, metadata: dict[str, str] 
 
 
 def read_retrievals(path: Path) -> dict[str, Retrieved]:
+    """The questions' stored retrievals; a failed one (see `retrieval_errors`) is left out."""
     out = {}
     for row in pq.read_table(path).to_pylist():
+        if row.get("error"):
+            continue
         items = tuple(ContextItem(**item) for item in json.loads(row["context"]))
         out[row["id"]] = Retrieved(tuple(row["queries"]), items)
     return out
@@ -193,7 +234,54 @@ def read_retrievals(path: Path) -> dict[str, Retrieved]:
 
 
 def missing_runs(lake: Lake, key: str, runs: int) -> list[int]:
-    return [r for r in range(runs) if not run_path(lake, key, r).exists()]
+    """The runs not stored, or stored with failed rows (both must be (re)computed)."""
+    return [r for r in range(runs) if not run_path(lake, key, r).exists() or failed_ids(read_run(lake, key, r))]
+
+
+def failed_ids(run: Sequence[Prediction]) -> list[str]:
+    return [p.question_id for p in run if p.error]
+
+
+def pending_questions(lake: Lake, key: str, runs: int, question_ids: Sequence[str]) -> dict[int, list[str]]:
+    """run -> the questions it still needs: every question of a run not stored, the failed
+    (or absent) ones of a stored run; runs with nothing to do are left out."""
+    out: dict[int, list[str]] = {}
+    for r in range(runs):
+        if not run_path(lake, key, r).exists():
+            out[r] = list(question_ids)
+            continue
+        good = {p.question_id for p in read_run(lake, key, r) if not p.error}
+        todo = [q for q in question_ids if q not in good]
+        if todo:
+            out[r] = todo
+    return out
+
+
+def merge_run(
+    lake: Lake, key: str, run: int, fresh: Sequence[Prediction], order: Sequence[str]
+) -> list[dict[str, Any]]:
+    """Run `run`'s rows in question order: the stored rows kept as written, the fresh
+    predictions in place of the ones they redo."""
+    return merge_rows(run_path(lake, key, run), [p.as_row() for p in fresh], order)
+
+
+def failed_prediction(question: Question, run: int, error: str) -> Prediction:
+    """A run of a question that could not be asked (its retrieval failed)."""
+    return Prediction(
+        question_id=question.id,
+        run=run,
+        seed=run,
+        answer=Answer.blank(question.answer_unit),
+        attempts=0,
+        k_used=0,
+        context_chars=0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        seconds=0.0,
+        llm_calls=0,
+        cached_calls=0,
+        error=error,
+    )
 
 
 def compute_runs(
@@ -202,30 +290,51 @@ def compute_runs(
     cfg: QAConfig,
     retriever: Searcher,
     chat: ChatModel,
-    runs: Sequence[int],
+    runs: Sequence[int] | Mapping[int, Collection[str]],
     progress: Progress = lambda _m: None,
     images: ImageLoader | None = None,
 ) -> dict[int, list[Prediction]]:
     """Every requested run of every question; a question's runs are asked together (run r
     has seed r) so they share the prompt's KV cache. An HTTP backend answers several
-    questions at once (`question_workers`)."""
+    questions at once (`question_workers`). `runs` maps a run to the question ids it needs
+    (`pending_questions`), or lists runs that need every question. A prediction whose LLM
+    call failed is returned with its `error` set."""
+    wanted: dict[int, set[str]] = (
+        {r: set(ids) for r, ids in runs.items()}
+        if isinstance(runs, Mapping)
+        else {r: {q.id for q in questions} for r in runs}
+    )
+    asked = [q for q in questions if any(q.id in ids for ids in wanted.values())]
     searcher = _Serialized(retriever)
 
-    def one(q: Question) -> list[Prediction]:
+    def one(q: Question) -> tuple[list[int], list[Prediction]]:
         got = retrieved[q.id]
-        return answer_runs(q, got.queries, searcher, chat, cfg, list(runs), got.context, images)
+        seeds = [r for r, ids in wanted.items() if q.id in ids]
+        return seeds, answer_runs(q, got.queries, searcher, chat, cfg, seeds, got.context, images)
 
-    out: dict[int, list[Prediction]] = {r: [] for r in runs}
-    workers = question_workers(chat, len(runs))
-    for n, (q, preds) in enumerate(zip(questions, _map_questions(one, questions, workers)), start=1):
-        for r, pred in zip(runs, preds, strict=True):
+    out: dict[int, list[Prediction]] = {r: [] for r in wanted}
+    workers = question_workers(chat, max(1, len(wanted)))
+    for n, (q, (seeds, preds)) in enumerate(zip(asked, _map_questions(one, asked, workers)), start=1):
+        for r, pred in zip(seeds, preds, strict=True):
             out[r].append(replace(pred, run=r))
-        progress(f"answered {n}/{len(questions)} {q.id}: {[p.answer.answer_value for p in preds]}")
+        failed = [p.error for p in preds if p.error]
+        shown = f"FAILED: {failed[0]}" if failed else [p.answer.answer_value for p in preds]
+        progress(f"answered {n}/{len(asked)} {q.id}: {shown}")
     return out
 
 
 def read_run(lake: Lake, key: str, run: int) -> list[Prediction]:
     return [prediction_from_row(row) for row in pq.read_table(run_path(lake, key, run)).to_pylist()]
+
+
+def runs_fingerprint(lake: Lake, key: str, runs: int) -> str:
+    """What the stored run files hold: an ensemble voted from other contents (runs since
+    repaired) is stale. Recorded in the ensemble table as `runs_fingerprint`."""
+    digest = hashlib.sha256()
+    for r in range(runs):
+        path = run_path(lake, key, r)
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.exists() else b"-")
+    return digest.hexdigest()[:16]
 
 
 # ── ensembles and scores ──────────────────────────────────────────────────

@@ -22,12 +22,15 @@ from kohaku_rag.http_retry import (
     BODY_SNIPPET,
     MAX_RETRY_AFTER,
     RetryPolicy,
+    api_url,
     call_with_retries,
     http_error,
     normalise_base_url,
     parse_retry_after,
     post_json,
+    safe_url,
     snippet,
+    url_secrets,
 )
 from kohaku_rag.http_retry import RETRYABLE_STATUS as RETRY_STATUSES
 from kohaku_rag.http_retry import read_api_key as _read_key
@@ -56,7 +59,7 @@ def read_api_key(api_key_env: str | None, backend: str) -> str | None:
 
 def embeddings_url(base_url: str) -> str:
     """`http://host:8000`, `.../v1` and `.../v1/` all mean `.../v1/embeddings`."""
-    return f"{normalise_base_url(base_url)}/embeddings"
+    return api_url(normalise_base_url(base_url), "embeddings")
 
 
 class EmbeddingsClient:
@@ -75,6 +78,9 @@ class EmbeddingsClient:
         if timeout <= 0 or concurrency < 1 or retry.max_retries < 0:
             raise ValueError("timeout must be > 0, concurrency >= 1 and max_retries >= 0")
         self.url = url
+        # Credentials written into the URL (user:key@, ?api-key=) never reach a message.
+        self._where = safe_url(url)
+        self._secrets = url_secrets(url)
         self.retry = retry
         self.concurrency = concurrency
         # The vector width: given, or pinned by the first response; a change later is an error.
@@ -87,7 +93,7 @@ class EmbeddingsClient:
         self._http = httpx.Client(headers=headers, timeout=timeout)
 
     def __repr__(self) -> str:
-        return f"EmbeddingsClient(url={self.url!r})"
+        return f"EmbeddingsClient(url={self._where!r})"
 
     def close(self) -> None:
         self._http.close()
@@ -107,7 +113,7 @@ class EmbeddingsClient:
         widths = sorted({p.shape[1] for p in parts})
         if len(widths) != 1 or (self.dim is not None and widths[0] != self.dim):
             expected = f", expected {self.dim}" if self.dim is not None else ""
-            raise BackendError(f"{self.url}: returned {'- and '.join(map(str, widths))}-d vectors{expected}")
+            raise BackendError(f"{self._where}: returned {'- and '.join(map(str, widths))}-d vectors{expected}")
         self.dim = widths[0]
         return l2_normalise(np.vstack(parts))
 
@@ -115,23 +121,24 @@ class EmbeddingsClient:
         return call_with_retries(
             lambda: self._parse(self._post_once(body), len(texts)),
             self.retry,
-            where=self.url,
-            failed=f"{self.url}: embedding request failed",
+            where=self._where,
+            failed=f"{self._where}: embedding request failed",
         )
 
     def _post_once(self, body: dict[str, Any]) -> dict[str, Any]:
-        response = post_json(self._http, self.url, body, self._secret)
+        response = post_json(self._http, self.url, body, self._secret, *self._secrets)
         status = response.status_code
         if status >= 400:
-            raise BackendError(f"{self.url}: {http_error(response, self._secret)}")
+            raise BackendError(f"{self._where}: {http_error(response, self._secret, *self._secrets)}")
         try:
             payload = response.json()
         except ValueError as exc:
             raise BackendError(
-                f"{self.url}: HTTP {status} with a body that is not JSON: {snippet(response, self._secret)}"
+                f"{self._where}: HTTP {status} with a body that is not JSON: "
+                f"{snippet(response, self._secret, *self._secrets)}"
             ) from exc
         if not isinstance(payload, dict):
-            raise BackendError(f"{self.url}: expected a JSON object, got {type(payload).__name__}")
+            raise BackendError(f"{self._where}: expected a JSON object, got {type(payload).__name__}")
         return payload
 
     def _parse(self, payload: dict[str, Any], expected: int) -> np.ndarray:
@@ -139,19 +146,19 @@ class EmbeddingsClient:
         data = payload.get("data")
         if not isinstance(data, list) or len(data) != expected:
             got = len(data) if isinstance(data, list) else type(data).__name__
-            raise BackendError(f"{self.url}: expected 'data' with {expected} embeddings, got {got}")
+            raise BackendError(f"{self._where}: expected 'data' with {expected} embeddings, got {got}")
         try:
             ordered = sorted(data, key=lambda item: int(item["index"]))
             indices = [int(item["index"]) for item in ordered]
             rows = np.asarray([item["embedding"] for item in ordered], dtype=np.float32)
         except (KeyError, TypeError, ValueError) as exc:
             raise BackendError(
-                f"{self.url}: malformed 'data' item ({exc}); expected {{index, embedding: [float]}}"
+                f"{self._where}: malformed 'data' item ({exc}); expected {{index, embedding: [float]}}"
             ) from exc
         if indices != list(range(expected)):
-            raise BackendError(f"{self.url}: response indices {indices[:10]}... are not 0..{expected - 1}")
+            raise BackendError(f"{self._where}: response indices {indices[:10]}... are not 0..{expected - 1}")
         if rows.ndim != 2 or rows.shape[1] == 0 or not np.isfinite(rows).all():
-            raise BackendError(f"{self.url}: embeddings are not equal-length lists of finite floats")
+            raise BackendError(f"{self._where}: embeddings are not equal-length lists of finite floats")
         return rows
 
 

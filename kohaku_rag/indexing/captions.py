@@ -32,12 +32,15 @@ from kohaku_rag.errors import BackendError, DocumentError, KohakuError
 from kohaku_rag.http_retry import (
     Retryable,
     RetryPolicy,
+    api_url,
     call_with_retries,
     http_error,
     normalise_base_url,
     post_json,
     read_api_key,
+    safe_url,
     snippet,
+    url_secrets,
 )
 from kohaku_rag.lake import write_bytes_atomic
 from kohaku_rag.tree import media_hash
@@ -255,6 +258,9 @@ class VisionLLMCaptioner:
         if max_concurrent < 1 or timeout <= 0 or max_retries < 0:
             raise ValueError("max_concurrent must be >= 1, timeout > 0 and max_retries >= 0")
         self.base_url = normalise_base_url(base_url)
+        # Credentials written into base_url (user:key@, ?api-key=) never reach a message.
+        self._where = f"{model} at {safe_url(self.base_url)}"
+        self._secrets = url_secrets(self.base_url)
         self.model = model
         self.max_concurrent = max_concurrent
         self.retry = RetryPolicy(max_retries=max_retries, backoff_base=backoff_base, backoff_max=backoff_max)
@@ -268,7 +274,7 @@ class VisionLLMCaptioner:
         self._http = httpx.Client(headers=headers, timeout=timeout)
 
     def __repr__(self) -> str:
-        return f"VisionLLMCaptioner(model={self.model!r}, base_url={self.base_url!r})"
+        return f"VisionLLMCaptioner(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
 
     def close(self) -> None:
         self._http.close()
@@ -286,7 +292,7 @@ class VisionLLMCaptioner:
     def describe(self, image_png: bytes) -> str:
         check_image(image_png)  # a corrupt image is the document's fault, not the server's
         body = self._payload(image_png)
-        where = f"{self.model} at {self.base_url}"
+        where = self._where
         return call_with_retries(
             lambda: self._post_once(body, image_png),
             self.retry,
@@ -312,18 +318,20 @@ class VisionLLMCaptioner:
         }
 
     def _post_once(self, body: dict[str, Any], image_png: bytes) -> str:
-        response = post_json(self._http, f"{self.base_url}/chat/completions", body, self._api_key)
+        response = post_json(
+            self._http, api_url(self.base_url, "chat/completions"), body, self._api_key, *self._secrets
+        )
         if response.status_code >= 400:
             raise BackendError(
-                f"{figure_source(image_png)}: {self.model} at {self.base_url} answered "
-                f"{http_error(response, self._api_key)}"
+                f"{figure_source(image_png)}: {self._where} answered "
+                f"{http_error(response, self._api_key, *self._secrets)}"
             )
         try:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise BackendError(
-                f"{figure_source(image_png)}: {self.model} at {self.base_url} sent no "
-                f"choices[0].message.content: {snippet(response, self._api_key)}"
+                f"{figure_source(image_png)}: {self._where} sent no "
+                f"choices[0].message.content: {snippet(response, self._api_key, *self._secrets)}"
             ) from exc
         if not isinstance(content, str) or not content.strip():
             raise Retryable("empty description")

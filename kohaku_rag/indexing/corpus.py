@@ -2,7 +2,8 @@
 
 A corpus folder holds documents named by id (`<id>.pdf`, `<id>.json`, `<id>.md`,
 `<id>.txt`) and an optional `metadata.csv` (id,title,url,...). A document listed in
-the metadata with a URL but absent locally is fetched with httpx into the lake.
+the metadata with a URL but absent locally is fetched into the lake (indexing.download:
+size cap, deadline, content check, host policy).
 """
 
 from __future__ import annotations
@@ -10,14 +11,13 @@ from __future__ import annotations
 import csv
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-import httpx
-
 from kohaku_rag.errors import DocumentError
-from kohaku_rag.lake import check_key, write_bytes_atomic
+from kohaku_rag.indexing.download import DownloadPolicy, download
+from kohaku_rag.lake import check_key
 from kohaku_rag.parse import payload
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.tree import ParsedDocument
@@ -145,36 +145,27 @@ def find_document(corpus: Path, doc_id: str, fetched_dir: Path | None = None) ->
     return meta if meta.url else None
 
 
-def fetch_document(meta: DocumentMeta, dest_dir: Path, *, timeout: float = 60.0) -> Path:
-    """Download a document listed in metadata.csv; the URL decides PDF vs other by content type."""
+def fetch_document(
+    meta: DocumentMeta, dest_dir: Path, *, timeout: float | None = None, policy: DownloadPolicy | None = None
+) -> Path:
+    """Download a document listed in metadata.csv into `dest_dir` as `<id>.pdf` or `<id>.txt`
+    (by content), within the size cap and deadline of `policy` (indexing.download)."""
     check_key(meta.doc_id)
-    try:
-        with httpx.Client(follow_redirects=True, timeout=timeout) as client:
-            response = client.get(meta.url)
-            response.raise_for_status()
-    except httpx.HTTPStatusError as exc:
-        raise DocumentError(meta.url, f"download of {meta.doc_id} failed with HTTP {exc.response.status_code}") from exc
-    except httpx.HTTPError as exc:
-        raise DocumentError(
-            meta.url,
-            f"download of {meta.doc_id} failed ({type(exc).__name__}: {exc}); without network access, "
-            f"put the file in the corpus folder as {meta.doc_id}.pdf",
-        ) from exc
-    body = response.content
-    kind = response.headers.get("content-type", "")
-    suffix = ".pdf" if body.startswith(b"%PDF") or "pdf" in kind else ".txt"
-    target = dest_dir / f"{meta.doc_id}{suffix}"
-    write_bytes_atomic(target, body)
-    return target
+    policy = policy or DownloadPolicy()
+    if timeout is not None:
+        policy = replace(policy, timeout=timeout)
+    return download(meta.url, dest_dir / meta.doc_id, policy, meta.doc_id)
 
 
-def resolve_source(corpus: Path, fetched_dir: Path, doc_id: str) -> SourceDocument:
+def resolve_source(
+    corpus: Path, fetched_dir: Path, doc_id: str, policy: DownloadPolicy | None = None
+) -> SourceDocument:
     """The document's file in the corpus folder, or fetched from its metadata URL."""
     found = find_document(corpus, doc_id, fetched_dir)
     if isinstance(found, SourceDocument):
         return found
     if isinstance(found, DocumentMeta):
-        path = fetch_document(found, fetched_dir)
+        path = fetch_document(found, fetched_dir, policy=policy)
         return SourceDocument(doc_id, path, "pdf" if path.suffix == ".pdf" else "text", file_hash(path, found), found)
     raise DocumentError(corpus / doc_id, "is no longer in the corpus folder (and metadata.csv has no URL for it)")
 

@@ -10,6 +10,7 @@ from typing import Literal
 from kohaku_rag.config_files import from_mapping, read_config_data, stable_hash
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
+from kohaku_rag.indexing.download import DownloadPolicy
 from kohaku_rag.lake import Lake, write_bytes_atomic
 
 
@@ -39,6 +40,20 @@ class IndexConfig:
     # Index a document's reference list (its "References"/"Bibliography" section); off keeps
     # citations from crowding out the text that states an answer.
     index_references: bool = True
+    # Documents downloaded from metadata.csv URLs (indexing.download); they change no hash.
+    download_max_bytes: int = 50_000_000  # a larger body is refused
+    download_timeout: float = 120.0  # seconds for a whole download, however slow the server
+    download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
+    download_allow_cross_host_redirects: bool = False
+
+    @property
+    def download_policy(self) -> DownloadPolicy:
+        return DownloadPolicy(
+            max_bytes=self.download_max_bytes,
+            timeout=self.download_timeout,
+            allow_private_hosts=self.download_allow_private_hosts,
+            allow_cross_host_redirects=self.download_allow_cross_host_redirects,
+        )
 
     @property
     def parse_hash(self) -> str:

@@ -36,7 +36,7 @@ class IndexSummary:
 
 def index_document(lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, models: ModelPool) -> None:
     """source → tree → captions → leaf vectors → node vectors → index rows of one document."""
-    source = resolve_source(corpus, lake.sources_dir, doc_id)
+    source = resolve_source(corpus, lake.sources_dir, doc_id, cfg.download_policy)
     ix.write_source(lake, source)
     nodes, _ = ix.build_document_tree(lake, source, cfg)
     captioner = models.captioner(cfg)

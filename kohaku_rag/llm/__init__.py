@@ -6,10 +6,12 @@ Generation settings (temperature, max_tokens, seed, schema) travel in each `Chat
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kohaku_rag.http_retry import check_api_key_env, safe_url
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.cache import CachedChat
 from kohaku_rag.llm.model_files import BUNDLED_MODEL, ensure_bundled_model
@@ -36,7 +38,11 @@ class LLMSpec:
     under `<lake>/models`); `n_ctx` is its context size, `n_threads` its CPU threads (None:
     every core). openai: `model` is the server's model name, `base_url` its API root,
     `api_key_env` the variable holding the key (None for a server without auth),
-    `max_concurrent` the requests in flight, `context_window` the server model's window.
+    `max_concurrent` the requests in flight, `context_window` the server model's window,
+    `timeout` the seconds one request may take and `max_retries` how often a transient
+    failure (429, 5xx, timeout, dropped connection) is retried before the call fails.
+    `max_concurrent`, `timeout` and `max_retries` change throughput, never a reply.
+    Credentials in `base_url` (`user:key@host`, `?api-key=...`) never show in its repr.
     """
 
     backend: Backend = "llama"
@@ -47,14 +53,27 @@ class LLMSpec:
     context_window: int = 32768
     n_ctx: int = 4096
     n_threads: int | None = None
+    timeout: float = 120.0
+    max_retries: int = 5
 
     def __post_init__(self) -> None:
+        check_api_key_env(self.api_key_env)
         if self.backend not in ("llama", "openai"):
             raise ValueError(f"LLM backend {self.backend!r} is not 'llama' or 'openai'")
         if self.backend == "openai" and not self.base_url:
             raise ValueError(f"LLM backend 'openai' (model {self.model!r}) needs a base_url")
         if self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {self.max_concurrent}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    def __repr__(self) -> str:
+        shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.base_url:
+            shown["base_url"] = safe_url(self.base_url)
+        return "LLMSpec(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
 def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
@@ -74,6 +93,8 @@ def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
             spec.model,
             api_key_env=spec.api_key_env,
             max_concurrent=spec.max_concurrent,
+            timeout=spec.timeout,
+            max_retries=spec.max_retries,
             context_window=spec.context_window,
         )
     return CachedChat(inner, lake_root / "cache" / "llm")

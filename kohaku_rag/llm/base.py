@@ -26,6 +26,12 @@ class ContextOverflowError(BackendError):
         super().__init__(message)
 
 
+class UnusableReply(BackendError):
+    """The model replied, but the reply cannot be used (its JSON cut off at max_tokens, or not
+    JSON at all). Asking the same again gives the same reply, so a caller treats it like an
+    unparseable reply (an abstention), not like a failed call."""
+
+
 @dataclass(frozen=True)
 class Message:
     role: Role

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.errors import BackendError
-from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, loads_json
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
 
@@ -150,11 +150,11 @@ class LlamaCppChat:
                 loads_json(text)
             except json.JSONDecodeError as exc:
                 if choice.get("finish_reason") == "length":
-                    raise BackendError(
+                    raise UnusableReply(
                         f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
                         "was complete; raise max_tokens"
                     ) from None
-                raise BackendError(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
+                raise UnusableReply(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
             text = text.strip()
         usage = out.get("usage") or {}
         return ChatResult(

@@ -19,10 +19,21 @@ from typing import Any, Literal, TypeVar
 
 import httpx
 
-from kohaku_rag.errors import BackendError
-from kohaku_rag.http_retry import Retryable, RetryPolicy, normalise_base_url, raise_if_retryable, read_api_key, redact
+from kohaku_rag.errors import BackendError, RetriesExhausted
+from kohaku_rag.http_retry import (
+    Retryable,
+    RetryPolicy,
+    api_url,
+    endpoint_id,
+    normalise_base_url,
+    raise_if_retryable,
+    read_api_key,
+    redact,
+    safe_url,
+    url_secrets,
+)
 from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
-from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, extract_json
+from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, extract_json
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +53,11 @@ class _FormatUnsupported(Exception):
     """The server refused the response_format we sent."""
 
 
+class _NotJSON(Retryable):
+    """The model's reply holds no JSON object: worth another try (sampling differs), but when
+    every try fails the endpoint worked and the model answered: an UnusableReply."""
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, even inside a running event loop."""
     try:
@@ -56,7 +72,10 @@ class OpenAIChat:
     """`ChatModel` over an OpenAI-compatible `/v1/chat/completions` endpoint.
 
     The API key is read once from the environment variable `api_key_env` (None: the
-    server needs no key) and is never logged nor put in an exception message.
+    server needs no key) and is never logged nor put in an exception message; nor are
+    credentials written into `base_url` (`user:key@host`, `?api-key=...`). `model_id`
+    names the endpoint (without credentials) as well as the model, so the response cache
+    never serves one server's reply for another's.
     """
 
     def __init__(
@@ -79,7 +98,9 @@ class OpenAIChat:
         if max_concurrent < 1 or max_retries < 0 or timeout <= 0:
             raise ValueError("max_concurrent must be >= 1, max_retries >= 0 and timeout > 0")
         self.model = model
-        self.model_id = f"openai:{model}"
+        self.base_url = normalise_base_url(base_url)
+        mode = "" if structured == "json_schema" else f"#{structured}"
+        self.model_id = f"openai:{model}@{endpoint_id(self.base_url)}{mode}"
         self.context_window = context_window
         self.max_concurrent = max_concurrent
         self.timeout = timeout
@@ -91,14 +112,14 @@ class OpenAIChat:
             max_wait=max_wait,
             jitter="full",
         )
-        self.base_url = normalise_base_url(base_url)
-        self._url = f"{self.base_url}/chat/completions"
+        self._url = api_url(self.base_url, "chat/completions")
+        self._secrets = url_secrets(self.base_url)
         # Learned per client: once a server rejects a response_format, stop sending it.
         self._mode: Structured = structured
         self._api_key = read_api_key(api_key_env, "the chat model")
 
     def __repr__(self) -> str:
-        return f"OpenAIChat(base_url={self.base_url!r}, model={self.model!r})"
+        return f"OpenAIChat(base_url={safe_url(self.base_url)!r}, model={self.model!r})"
 
     @property
     def structured(self) -> Structured:
@@ -145,11 +166,17 @@ class OpenAIChat:
             except Retryable as exc:
                 failures += 1
                 if failures > self.retry.max_retries:
-                    raise BackendError(
-                        f"{self._where}: gave up after {failures} attempts; last error: {exc.reason}"
-                    ) from None
+                    last = self._redact(exc.reason)
+                    gave_up = f"{self._where}: gave up after {failures} attempts; last error: {last}"
+                    raise (UnusableReply if isinstance(exc, _NotJSON) else RetriesExhausted)(gave_up) from None
                 delay = self.retry.delay(failures - 1, exc.retry_after)
-                log.warning("%s: attempt %d failed (%s); retrying in %.2fs", self._where, failures, exc.reason, delay)
+                log.warning(
+                    "%s: attempt %d failed (%s); retrying in %.2fs",
+                    self._where,
+                    failures,
+                    self._redact(exc.reason),
+                    delay,
+                )
                 await asyncio.sleep(delay)
 
     async def _attempt(self, client: httpx.AsyncClient, req: ChatRequest, mode: Structured) -> ChatResult:
@@ -184,11 +211,11 @@ class OpenAIChat:
             found = extract_json(text)
             if found is None:
                 if choice.get("finish_reason") == "length":
-                    raise BackendError(
+                    raise UnusableReply(
                         f"{self._where}: the reply reached max_tokens={req.max_tokens} before its JSON "
                         "was complete; raise max_tokens"
                     )
-                raise Retryable(f"reply is not valid JSON: {text[:200]!r}")
+                raise _NotJSON(f"reply is not valid JSON: {text[:200]!r}")
             text = found
         top: tuple[tuple[str, float], ...] = ()
         if req.top_logprobs > 0:
@@ -247,10 +274,10 @@ class OpenAIChat:
 
     @property
     def _where(self) -> str:
-        return f"{self.model} at {self.base_url}"
+        return f"{self.model} at {safe_url(self.base_url)}"
 
     def _redact(self, text: str) -> str:
-        return redact(text, self._api_key)
+        return redact(text, self._api_key, *self._secrets)
 
 
 def _content(message: Message) -> Any:

@@ -152,6 +152,12 @@ def test_listed_document_is_fetched_from_its_url(env, tmp_path):
     import threading
 
     settings, corpus = env
+    # The server is on 127.0.0.1: an intranet host, which downloads refuse unless allowed.
+    intranet = tmp_path / "intranet.toml"
+    intranet.write_text("download_allow_private_hosts = true\n")
+    settings = KohakuSettings(
+        lake_root=settings.lake_root, corpus_dir=settings.corpus_dir, index_config_file=str(intranet)
+    )
     served = tmp_path / "served"
     served.mkdir()
     (served / "remote.txt").write_text("Remote report\n\nThe remote facility reported a PUE of 1.12 in 2024.\n")

@@ -3,16 +3,20 @@
 It answers `POST /v1/chat/completions` by echoing the last user message, and can be
 scripted per request key (the last user message) to misbehave: rate limits with
 Retry-After, 5xx, hangs longer than the client's timeout, malformed JSON content,
-context overflows, a refused response_format and missing logprobs. It records every
-request, and the largest number of requests it was serving at once.
+context overflows, a refused response_format and missing logprobs. Faults can also be
+injected across the board: `outage` (every request a 503), `failure_rate` (that share of
+requests a 500, drawn from a seeded generator) and `fail_when` (a predicate on the request
+key). It records every request, and the largest number of requests it was serving at once.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -68,12 +72,18 @@ class ChatServer:
     context_limit: int | None = None  # words of prompt; more gives a context-length 400
     required_key: str | None = None  # when set, other bearer tokens get a 401 echoing them
     default_delay: float = 0.0
+    outage: bool = False  # every request gets a 503
+    failure_rate: float = 0.0  # this share of requests gets a 500
+    fail_when: Callable[[str], bool] | None = None  # requests whose key matches get a 500
+    seed: int = 0
     requests: list[Recorded] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # every request's path, query string included
     max_in_flight: int = 0
     _in_flight: int = 0
     _scripts: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: ThreadingHTTPServer | None = None
+    _random: random.Random | None = None
 
     def script(self, key: str, *faults: Fault) -> None:
         """The next requests whose last user message is `key` get these replies, in order."""
@@ -116,7 +126,18 @@ class ChatServer:
     def _next_fault(self, key: str) -> Fault:
         with self._lock:
             queue = self._scripts.get(key)
-            return queue.popleft() if queue else Fault(delay=self.default_delay)
+            if queue:
+                return queue.popleft()
+            if self.outage:
+                return server_error(503)
+            if self.fail_when is not None and self.fail_when(key):
+                return server_error(500)
+            if self.failure_rate > 0:
+                if self._random is None:
+                    self._random = random.Random(self.seed)
+                if self._random.random() < self.failure_rate:
+                    return server_error(500)
+            return Fault(delay=self.default_delay)
 
     def respond(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[Fault, int, dict[str, Any]]:
         messages = body.get("messages") or []
@@ -217,7 +238,8 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
+            server.paths.append(self.path)
+            if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
                 self._send(404, {"error": {"message": f"no route {self.path}"}}, ())
                 return
             server._enter()
