@@ -28,7 +28,7 @@ from kohaku_rag.indexing.pipeline import index_document
 from kohaku_rag.lake import Lake
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
-from kohaku_rag.stores.bm25 import BM25Index
+from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index
 
 BROKEN = b"%PDF-1.7\n this is not really a pdf"
 DROUGHT = DOCS["water"] + "\nA new paragraph about drought risk in Arizona.\n"
@@ -72,15 +72,9 @@ def test_a_run_killed_before_assembly_is_reassembled_by_the_next_plain_run(env):
     assert again.recomputed == [] and sorted(again.skipped) == ["carbon", "gpu", "water"]
     vectors, bm25 = _held_versions(settings)
     rows = _rows_versions(settings)
-    assert vectors == rows and bm25 == {d: f"{v}:{ix_tokenizer()}" for d, v in rows.items()}
+    assert vectors == rows and bm25 == {d: f"{v}:{TOKENIZER_VERSION}" for d, v in rows.items()}
     assert _bm25_has(settings, "drought")
     assert not assembly.indexes_behind(settings.lake, sorted(rows)).behind
-
-
-def ix_tokenizer() -> str:
-    from kohaku_rag.stores.bm25 import TOKENIZER_VERSION
-
-    return TOKENIZER_VERSION
 
 
 def test_a_run_killed_between_the_two_indexes_rebuilds_the_stale_one(env):
