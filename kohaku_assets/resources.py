@@ -34,6 +34,8 @@ class KohakuSettings(ConfigurableResource):
     lake_root: str = ""
     corpus_dir: str = ""
     index_config_file: str = ""
+    # Index files that are symbolic links leading outside the corpus folder (off: skipped).
+    follow_links: bool = False
 
     @property
     def lake(self) -> Lake:

@@ -9,6 +9,7 @@ in `kohaku ui`.
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +20,14 @@ from dagster import (
     AssetsDefinition,
     DagsterEventType,
     DagsterInstance,
+    DagsterRunStatus,
     ExecuteInProcessResult,
+    RunsFilter,
     materialize,
 )
 
 from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, QA_ASSETS, cross_ensemble, leaderboard
+from kohaku_assets.assets.indexes import bm25_index, vector_index
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
@@ -31,18 +35,36 @@ from kohaku_rag.answering.config_folder import config_of, spec_of
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake import Lake, write_bytes_atomic
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.tree import NodeKind
 
-# The CLI prints its own progress and a failed step's one-line reason; Dagster's per-event
-# lines (and a failed step's stack trace) would drown them.
+# The CLI prints its own progress (one line per failure); Dagster's console lines, its
+# failure tracebacks included, would drown it. The event log keeps every traceback.
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # The models loaded by this process's runs, unless a caller brings its own pool.
 PROCESS_MODELS = ModelPool()
+
+
+# The instance's settings. Run monitoring lets `kohaku ui`'s daemon fail runs whose worker
+# died (a kill -9, an OOM) instead of showing them STARTED forever; runs of `kohaku index`
+# (in-process, no run worker to watch) are failed by `fail_orphaned_runs` instead.
+INSTANCE_YAML = """telemetry:
+  enabled: false
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  max_resume_run_attempts: 0
+  poll_interval_seconds: 60
+"""
+# What earlier versions wrote; replaced by INSTANCE_YAML (a file edited by hand is kept).
+_OLD_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+# Tags naming the process that runs a CLI run, so a later run can tell it died.
+PID_TAG, HOST_TAG = "kohaku/pid", "kohaku/host"
 
 
 def instance_for(lake_root: Path) -> DagsterInstance:
@@ -50,22 +72,52 @@ def instance_for(lake_root: Path) -> DagsterInstance:
     home = Lake(Path(lake_root)).dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists():
-        config.write_text("telemetry:\n  enabled: false\n")
+    if not config.exists() or config.read_text(encoding="utf-8") in ("", _OLD_INSTANCE_YAML):
+        write_bytes_atomic(config, INSTANCE_YAML.encode())
     # Dagster's own code (and `kohaku ui`) read the instance from DAGSTER_HOME.
     os.environ["DAGSTER_HOME"] = str(home)
     return DagsterInstance.from_config(str(home))
 
 
-def failure_message(result: ExecuteInProcessResult) -> str:
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
+    """Mark runs of this host's CLI left STARTED by a process that is gone (kill -9, OOM,
+    power cut) as failed, so the UI tells the truth; returns their run ids. Runs launched
+    by the UI's daemon are watched by its run monitoring instead."""
+    active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED]
+    host = socket.gethostname()
+    failed: list[str] = []
+    for run in instance.get_runs(filters=RunsFilter(statuses=active, tags={HOST_TAG: host})):
+        pid = run.tags.get(PID_TAG, "")
+        if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+            instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")
+            failed.append(run.run_id)
+    return failed
+
+
+def failure_message(result: ExecuteInProcessResult, *, verbose: bool = False) -> str:
+    """One line: the failed step and why (DocumentError names the file); with `verbose`,
+    the traceback follows."""
     for event in result.all_events:
         if event.event_type is DagsterEventType.STEP_FAILURE:
             error = event.event_specific_data.error  # type: ignore[union-attr]
             cause = error.cause if error is not None and error.cause is not None else error
-            message = cause.message.strip() if cause else "failed"
+            message = " ".join(cause.message.split()) if cause else "failed"
             if cause is not None and cause.cls_name == "Failure":  # raised on purpose: its text is the reason
                 message = message.split(": ", 1)[-1] if message.startswith("dagster.") else message
-            return f"{event.step_key}: {message}"
+            line = f"{event.step_key}: {message}"
+            if verbose and error is not None:
+                line += "\n" + error.to_string()
+            return line
     return "run failed"
 
 
@@ -102,7 +154,7 @@ def _run(
         instance=instance_for(settings.lake.root),
         resources=resources_for(settings, models),
         raise_on_error=False,
-        tags={"kohaku/trigger": "cli"},
+        tags={"kohaku/trigger": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
         run_config=QUIET,
     )
 
@@ -123,7 +175,8 @@ class IndexReport:
     recomputed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # this run's failures and `held` ones
+    held: list[str] = field(default_factory=list)  # failed before in this very version: not retried
     nodes: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -135,6 +188,7 @@ class IndexReport:
             "skipped": len(self.skipped),
             "removed": len(self.removed),
             "failed": self.failed,
+            "not_retried": self.held,
             "recomputed_partitions": self.recomputed,
             "skipped_partitions": self.skipped,
             "seconds": round(self.seconds, 2),
@@ -142,21 +196,37 @@ class IndexReport:
 
 
 def run_index(
-    settings: KohakuSettings, *, progress: Callable[[str], None] = print, models: ModelPool = PROCESS_MODELS
+    settings: KohakuSettings,
+    *,
+    progress: Callable[[str], None] = print,
+    models: ModelPool = PROCESS_MODELS,
+    retry_failed: bool = False,
+    verbose: bool = False,
 ) -> IndexReport:
     """Index what changed in the corpus. Index settings given by file become the lake's
-    settings (what changed recomputes); without one, the lake's recorded settings hold."""
+    settings (what changed recomputes); without one, the lake's recorded settings hold.
+
+    Whatever an earlier run left wrong is put right here: its runs left STARTED are marked
+    failed, and an index that differs from the per-document tables (a run killed during
+    assembly) is re-assembled. A document that failed is not retried until its content,
+    the settings or the code change, or `retry_failed`."""
     started = time.perf_counter()
     lake = settings.lake
     requested, _ = settings.requested_index_config()
     cfg = requested or recorded_index_config(lake) or IndexConfig()
     record_index_config(lake, cfg)
     instance = instance_for(lake.root)
-    scan = scan_corpus(settings.corpus, lake.sources_dir)
+    for run_id in fail_orphaned_runs(instance):
+        progress(f"marked run {run_id} failed: its process ended without finishing it")
+    scan = scan_corpus(settings.corpus, lake.sources_dir, follow_links=settings.follow_links)
     for name, why in scan.skipped.items():
         progress(f"skipping {name}: {why}")
+    for warning in scan.warnings:
+        progress(warning)
     registered = set(instance.get_dynamic_partitions(DOCUMENTS))
-    plan = ix.plan_index(scan, lake, cfg, registered)
+    plan = ix.plan_index(scan, lake, cfg, registered, retry_failed=retry_failed)
+    for doc_id, why in plan.held.items():
+        progress(f"not retrying {doc_id}, it failed before ({why}); kohaku index --retry-failed retries it")
     _register(settings, DOCUMENTS, sorted(set(scan.documents) | set(scan.missing)))
     for doc_id in plan.remove:
         if doc_id in registered:
@@ -175,11 +245,18 @@ def run_index(
             progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
         else:
             report.failed[doc_id] = failure_message(result)
-            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {report.failed[doc_id]}")
-    if build or plan.remove or not lake.vectors_path.exists() or not lake.bm25_path.exists():
-        result = _run(settings, models, every, INDEXES)
+            detail = failure_message(result, verbose=True) if verbose else report.failed[doc_id]
+            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {detail}")
+    # Compare, don't assume: an earlier run may have died after its documents but before
+    # (or during) assembly, leaving indexes that no document run would ever re-assemble.
+    lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)))
+    stale = [a for a, docs in ((vector_index, lag.vectors), (bm25_index, lag.bm25)) if docs]
+    if stale:
+        result = _run(settings, models, every, stale)
         if not result.success:
-            raise RuntimeError(f"index assembly failed: {failure_message(result)}")
+            raise RuntimeError(f"index assembly failed: {failure_message(result, verbose=verbose)}")
+    report.failed.update(plan.held)
+    report.held = sorted(plan.held)
     report.documents = len(plan.unchanged) + len(report.recomputed)
     report.nodes = node_counts(settings, models)
     report.seconds = time.perf_counter() - started

@@ -1,12 +1,11 @@
 """The nightly re-index of stale registered documents."""
 
-from dagster import DefaultScheduleStatus, ResourceParam, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+from dagster import DefaultScheduleStatus, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
 
 from kohaku_assets.jobs import index_document_job
 from kohaku_assets.partitions import DOCUMENTS
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.sensors import index_requests
-from kohaku_rag.models import ModelPool
 
 
 @schedule(
@@ -16,11 +15,9 @@ from kohaku_rag.models import ModelPool
     description="Nightly re-index of stale registered documents (after a config or code change); "
     "the indexes then re-assemble through their automation condition.",
 )
-def nightly_reindex(
-    context: ScheduleEvaluationContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
-) -> list[RunRequest] | SkipReason:
+def nightly_reindex(context: ScheduleEvaluationContext, settings: KohakuSettings) -> list[RunRequest] | SkipReason:
     registered = set(context.instance.get_dynamic_partitions(DOCUMENTS))
-    _, _, runs = index_requests(settings, models, registered, in_flight=False)
+    _, _, runs = index_requests(settings, registered, in_flight=False)
     stale = [r for r in runs if r.partition_key in registered]
     return stale or SkipReason("every registered document is up to date")
 

@@ -11,7 +11,6 @@ from dagster import (
     DefaultSensorStatus,
     DeleteDynamicPartitionsRequest,
     DynamicPartitionsDefinition,
-    ResourceParam,
     RunRequest,
     RunsFilter,
     SensorDefinition,
@@ -21,6 +20,7 @@ from dagster import (
     sensor,
 )
 from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
+from dagster._core.storage.tags import RUN_KEY_TAG
 
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
 from kohaku_assets.partitions import DOCUMENTS, configs, documents, ensemble_specs
@@ -28,19 +28,26 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
-from kohaku_rag.models import ModelPool
-from kohaku_rag.retrieval.retriever import open_vector_store
 
 # ── the corpus ─────────────────────────────────────────────────────────────
 
 
 def index_requests(
-    settings: KohakuSettings, models: ModelPool, registered: set[str], in_flight: bool
+    settings: KohakuSettings,
+    registered: set[str],
+    in_flight: bool,
+    already_requested: Callable[[str], bool] = lambda _key: False,
 ) -> tuple[list[str], list[str], list[RunRequest]]:
-    """(partitions to add, documents removed, runs to request) for the corpus as it is now."""
+    """(partitions to add, documents removed, runs to request) for the corpus as it is now.
+
+    A document whose current version failed before is not requested again (see
+    kohaku_rag.indexing.failures); a UI materialization retries it. The indexes are
+    requested whenever they differ from the per-document tables and no document run is
+    pending, so one failed document never holds back the others' assembly."""
     lake, cfg = settings.lake, settings.index_config()
-    scan = scan_corpus(settings.corpus, lake.sources_dir)
+    scan = scan_corpus(settings.corpus, lake.sources_dir, follow_links=settings.follow_links)
     plan = ix.plan_index(scan, lake, cfg, registered)
     new = sorted((set(scan.documents) | set(scan.missing)) - registered)
     # Run keys carry the content version, so an unchanged document is never requested twice.
@@ -59,21 +66,17 @@ def index_requests(
         )
         for doc_id in plan.fetch
     ]
-    behind = not runs and not in_flight and (plan.remove or _indexes_behind(settings, models, plan.unchanged))
-    if behind:
+    # Dagster drops a request whose run key already ran; counting it would wait for a run
+    # that never comes (a failed download or backend outage keeps its key until it changes).
+    runs = [r for r in runs if r.run_key is None or not already_requested(r.run_key)]
+    keep = sorted(set(scan.documents) | set(scan.missing))
+    if not runs and not in_flight and (plan.remove or indexes_behind(lake, keep).behind):
         runs.append(RunRequest(job_name=assemble_indexes_job.name))
     return new, plan.remove, runs
 
 
-def _indexes_behind(settings: KohakuSettings, models: ModelPool, doc_ids: list[str]) -> bool:
-    lake = settings.lake
-    if not lake.vectors_path.exists() or not lake.bm25_path.exists():
-        return bool(doc_ids)
-    with open_vector_store(lake, models.embedder(settings.index_config().embedder, lake)) as store:
-        have = store.document_versions()
-    return any(have.get(d) != ix.stored_version(lake, ix.INDEX_ROWS, d) for d in doc_ids) or bool(
-        set(have) - set(doc_ids)
-    )
+def _run_key_used(context: SensorEvaluationContext, run_key: str) -> bool:
+    return bool(context.instance.get_runs(filters=RunsFilter(tags={RUN_KEY_TAG: run_key}), limit=1))
 
 
 def _runs_in_flight(context: SensorEvaluationContext) -> bool:
@@ -102,11 +105,11 @@ def _partition_requests(
     default_status=DefaultSensorStatus.STOPPED,
     description="Watches the corpus folder: adds, updates and deletes document partitions by content hash.",
 )
-def corpus_sensor(
-    context: SensorEvaluationContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
-) -> SensorResult | SkipReason:
+def corpus_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
     registered = set(context.instance.get_dynamic_partitions(DOCUMENTS))
-    new, removed, runs = index_requests(settings, models, registered, _runs_in_flight(context))
+    new, removed, runs = index_requests(
+        settings, registered, _runs_in_flight(context), lambda key: _run_key_used(context, key)
+    )
     if not (new or removed or runs):
         return SkipReason("corpus unchanged")
     for doc_id in removed:

@@ -129,7 +129,17 @@ def index(
     *,
     index_config: IndexConfig | None = None,
     progress: Progress = print,
+    retry_failed: bool = False,
+    follow_links: bool = False,
 ) -> IndexSummary:
     """Build or update the lake from a corpus folder, recomputing only what changed
-    (without Dagster; `kohaku index` does the same through Dagster runs)."""
-    return index_corpus(Path(corpus).resolve(), Lake(Path(lake).resolve()), index_config, progress=progress)
+    (without Dagster; `kohaku index` does the same through Dagster runs). A document that
+    failed is tried again when it changes, or with `retry_failed=True`."""
+    return index_corpus(
+        Path(corpus).resolve(),
+        Lake(Path(lake).resolve()),
+        index_config,
+        progress=progress,
+        retry_failed=retry_failed,
+        follow_links=follow_links,
+    )

@@ -9,6 +9,8 @@ import base64
 import io
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
 
@@ -30,8 +32,20 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import DocFormat, DocumentMeta, SourceDocument, resolve_source
+from kohaku_rag.indexing.failures import clear_failure, remembering_failure
 from kohaku_rag.models import ModelPool
 from kohaku_rag.tree import Attachment, Node, NodeKind
+
+
+@contextmanager
+def _remembering_failure(settings: KohakuSettings, doc_id: str) -> Iterator[None]:
+    """A step reading the document's bytes (source, tree) that fails by the document's
+    fault records the failure (see kohaku_rag.indexing.failures), so the sensor and
+    `kohaku index` do not retry it until it changes; the later steps only read the lake.
+    Dagster still logs the full traceback in the run's event log."""
+    lake, corpus, cfg = settings.lake, settings.corpus, settings.index_config()
+    with remembering_failure(lake, corpus, doc_id, lambda content_hash: ix.embeddings_version(content_hash, cfg)):
+        yield
 
 
 def recorded_source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
@@ -58,8 +72,15 @@ def _sample_table(nodes: list[Node], limit: int = 5) -> str:
 )
 def source_document(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     policy = settings.index_config().download_policy
-    source = resolve_source(settings.corpus, settings.lake.sources_dir, context.partition_key, policy)
-    ix.write_source(settings.lake, source)
+    with _remembering_failure(settings, context.partition_key):
+        source = resolve_source(
+            settings.corpus,
+            settings.lake.sources_dir,
+            context.partition_key,
+            policy,
+            follow_links=settings.follow_links,
+        )
+        ix.write_source(settings.lake, source)
     return MaterializeResult(
         metadata={
             "path": str(source.path),
@@ -86,7 +107,8 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
     started = time.perf_counter()
     source = recorded_source(settings, context.partition_key)
     cfg = settings.index_config()
-    nodes, reused = ix.build_document_tree(settings.lake, source, cfg)
+    with _remembering_failure(settings, context.partition_key):
+        nodes, reused = ix.build_document_tree(settings.lake, source, cfg)
     kinds = Counter(str(n.kind) for n in nodes)
     ids = {n.node_id for n in nodes}
     orphans = [n.node_id for n in nodes if n.parent_id is not None and n.parent_id not in ids]
@@ -242,6 +264,8 @@ def node_embeddings(
 )
 def index_rows(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     table, version = ix.write_index_rows(settings.lake, context.partition_key, settings.index_config())
+    # The whole chain succeeded (whoever asked: a UI materialization retries a failure).
+    clear_failure(settings.lake, context.partition_key)
     return MaterializeResult(metadata={"rows": table.num_rows}, data_version=DataVersion(version))
 
 

@@ -25,13 +25,16 @@ def _settings(args: argparse.Namespace) -> KohakuSettings:
         lake_root=str(Path(args.lake).resolve()),
         corpus_dir=str(Path(args.corpus).resolve()),
         index_config_file=args.index_config or "",
+        follow_links=getattr(args, "follow_links", False),
     )
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    report = run_index(settings, progress=say)
+    # `kohaku demo` comes through here too, without the index-only flags.
+    retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)
+    report = run_index(settings, progress=say, retry_failed=retry, verbose=verbose)
     if args.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -145,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", parents=[common], help="index new or changed documents of the corpus")
     p.add_argument("--json", action="store_true", help="last output line is a JSON summary")
+    p.add_argument(
+        "--retry-failed", action="store_true", help="retry documents that failed before even if they did not change"
+    )
+    p.add_argument("--verbose", action="store_true", help="print the traceback of each failure")
+    p.add_argument(
+        "--follow-links", action="store_true", help="index symbolic links that lead outside the corpus folder"
+    )
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("search", parents=[common], help="retrieval only: the context an answerer would see")

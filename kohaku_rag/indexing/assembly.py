@@ -2,6 +2,11 @@
 
 The vector index is upserted per document (only versions that changed); BM25 is rebuilt,
 since its statistics are corpus-wide, from per-document token caches.
+
+Both indexes record the per-document versions they hold (sqlite-vec's `documents` table,
+arrays inside the BM25 .npz), each written atomically with the index itself. A run that
+was killed mid-assembly therefore leaves indexes whose recorded versions differ from the
+lake's per-document tables, and `indexes_behind` tells every later run to re-assemble.
 """
 
 from __future__ import annotations
@@ -16,7 +21,13 @@ import pyarrow.parquet as pq
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source, stored_version
 from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index, tokenize
-from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore, remove_store
+from kohaku_rag.stores.vectors import (
+    DocumentUpsert,
+    IndexMismatchError,
+    VectorStore,
+    remove_store,
+    stored_document_versions,
+)
 
 
 @dataclass(frozen=True)
@@ -32,8 +43,7 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
     whose version changed, delete those that left, all in one transaction. A store built
     by another embedder is rebuilt from scratch (its vectors cannot be mixed with these)."""
 
-    stored = {d: stored_version(lake, INDEX_ROWS, d) for d in doc_ids}
-    wanted = {d: v for d, v in stored.items() if v is not None}
+    wanted = _wanted(lake, doc_ids)
     try:
         VectorStore(lake.vectors_path, dim, model_id=model_id).close()
     except IndexMismatchError:
@@ -87,22 +97,65 @@ def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> BM25Stats:
 
     rows: list[tuple[str, str, list[str]]] = []
     tokenized: list[str] = []
-    for doc_id in sorted(doc_ids):
-        if not lake.table(INDEX_ROWS, doc_id).exists():
-            continue
-        doc_rows, fresh = _bm25_rows(lake, doc_id)
+    versions: dict[str, str] = {}
+    for doc_id, version in _wanted(lake, doc_ids).items():
+        doc_rows, fresh = _bm25_rows(lake, doc_id, version)
         rows += doc_rows
+        versions[doc_id] = _bm25_version(version)
         if fresh:
             tokenized.append(doc_id)
     index = BM25Index.build(rows)
-    index.save(lake.bm25_path)
+    index.save(lake.bm25_path, versions)
     return BM25Stats(len(rows), tokenized)
 
 
-def _bm25_rows(lake: Lake, doc_id: str) -> tuple[list[tuple[str, str, list[str]]], bool]:
+def _wanted(lake: Lake, doc_ids: Iterable[str]) -> dict[str, str]:
+    """document id → version of its index rows, for the documents that have them."""
+    stored = {d: stored_version(lake, INDEX_ROWS, d) for d in sorted(doc_ids)}
+    return {d: v for d, v in stored.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class IndexLag:
+    """Documents whose version in an index differs from the lake's (missing, stale or extra)."""
+
+    vectors: list[str]
+    bm25: list[str]
+
+    @property
+    def behind(self) -> bool:
+        return bool(self.vectors or self.bm25)
+
+
+def indexes_behind(lake: Lake, doc_ids: Iterable[str]) -> IndexLag:
+    """Compare what each index holds with the lake's current per-document versions.
+
+    An index file that is absent (or unreadable, or from before versions were recorded)
+    counts as holding nothing, so it is behind as soon as any document has index rows;
+    with no documents at all, an absent file is behind too (search needs the empty index).
+    """
+    wanted = _wanted(lake, doc_ids)
+    return IndexLag(
+        vectors=_differing(stored_document_versions(lake.vectors_path), wanted),
+        bm25=_differing(BM25Index.saved_versions(lake.bm25_path), {d: _bm25_version(v) for d, v in wanted.items()}),
+    )
+
+
+def _differing(have: dict[str, str] | None, wanted: dict[str, str]) -> list[str]:
+    if have is None:
+        return sorted(wanted) or ["(no index file)"]
+    return sorted(d for d in have.keys() | wanted.keys() if have.get(d) != wanted.get(d))
+
+
+def _bm25_version(rows_version: str) -> str:
+    """A document's version in BM25: its rows' version and the tokenizer's."""
+    return f"{rows_version}:{TOKENIZER_VERSION}"
+
+
+def _bm25_rows(lake: Lake, doc_id: str, rows_version: str) -> tuple[list[tuple[str, str, list[str]]], bool]:
     """(BM25 rows of a document, whether they were tokenized now rather than read back)."""
 
-    version = f"{stored_version(lake, INDEX_ROWS, doc_id)}:{TOKENIZER_VERSION}"
+    version = _bm25_version(rows_version)
     cache = bm25_tokens_path(lake, doc_id)
     if parquet_metadata(cache).get(VERSION_KEY) == version:
         table = pq.read_table(cache)

@@ -61,24 +61,56 @@ class CorpusScan:
     documents: dict[str, SourceDocument]
     missing: dict[str, DocumentMeta]  # listed with a URL but not present locally
     skipped: dict[str, str]  # file name → why it is not a document
+    warnings: list[str] = field(default_factory=list)  # metadata.csv rows skipped or suspect
 
 
 def read_metadata(corpus: Path) -> dict[str, DocumentMeta]:
+    return read_metadata_checked(corpus)[0]
+
+
+def read_metadata_checked(corpus: Path) -> tuple[dict[str, DocumentMeta], list[str]]:
+    """metadata.csv's rows by id, and one message per row skipped or suspect. One bad row
+    (an id that cannot be a file name, a malformed line) never stops the rest."""
     path = corpus / METADATA_FILE
     if not path.exists():
-        return {}
+        return {}, []
     raw = path.read_bytes()
     # metadata exported from spreadsheets is sometimes Latin-1; do not fail the whole corpus on it
     text = raw.decode("utf-8-sig") if _is_utf8(raw) else raw.decode("latin-1")
     rows = csv.DictReader(text.splitlines())
     out: dict[str, DocumentMeta] = {}
+    warnings: list[str] = []
+    end = 1  # the header's line; a row starts on the line after the previous row's end
     for row in rows:
+        start, end = end + 1, rows.line_num
+        where = f"{path}, line {start}"
+        if None in row:  # DictReader puts cells beyond the header under the key None
+            warnings.append(f"{where}: more fields than the header ({len(rows.fieldnames or [])}); extra ones ignored")
+        if end > start:
+            warnings.append(f"{where}: a quoted field runs on to line {end} (unclosed quote?)")
         doc_id = (row.get("id") or "").strip()
         if not doc_id:
             continue
+        try:
+            check_key(doc_id)
+        except ValueError as exc:
+            warnings.append(f"{where}: row skipped: {exc}")
+            continue
         extra = {k: (v or "").strip() for k, v in row.items() if k and k not in {"id", "title", "url"}}
         out[doc_id] = DocumentMeta(doc_id, (row.get("title") or "").strip(), (row.get("url") or "").strip(), extra)
-    return out
+    return out, warnings
+
+
+def link_outside(path: Path, folder: Path) -> str | None:
+    """Why `path` is not read: a symbolic link (anywhere on its way) that leads outside
+    `folder`; None when it stays inside. A corpus folder is often shared or synced; a link
+    to /etc/passwd or a home directory must not end up indexed and searchable."""
+    target = path.resolve()
+    if target.is_relative_to(folder.resolve()):
+        return None
+    return (
+        f"a symbolic link to {target}, outside the corpus folder; not followed (kohaku index --follow-links allows it)"
+    )
 
 
 def _is_utf8(raw: bytes) -> bool:
@@ -100,11 +132,12 @@ def file_hash(path: Path, meta: DocumentMeta | None = None) -> str:
     return digest.hexdigest()
 
 
-def scan_corpus(corpus: Path, fetched_dir: Path | None = None) -> CorpusScan:
-    """Find every document in `corpus` (and already fetched ones in `fetched_dir`)."""
+def scan_corpus(corpus: Path, fetched_dir: Path | None = None, *, follow_links: bool = False) -> CorpusScan:
+    """Find every document in `corpus` (and already fetched ones in `fetched_dir`). Links
+    that leave their folder are skipped unless `follow_links`."""
     if not corpus.is_dir():
         raise FileNotFoundError(f"corpus folder {corpus} does not exist; pass --corpus DIR pointing at your documents")
-    metadata = read_metadata(corpus)
+    metadata, warnings = read_metadata_checked(corpus)
     found: dict[str, tuple[int, Path]] = {}
     skipped: dict[str, str] = {}
     folders = [corpus] + ([fetched_dir] if fetched_dir is not None and fetched_dir.is_dir() else [])
@@ -112,6 +145,9 @@ def scan_corpus(corpus: Path, fetched_dir: Path | None = None) -> CorpusScan:
     for folder in folders:
         for path in sorted(folder.iterdir()):
             if not path.is_file() or path.name == METADATA_FILE or path.name.startswith("."):
+                continue
+            if not follow_links and (why := link_outside(path, folder)) is not None:
+                skipped[path.name] = why
                 continue
             suffix = path.suffix.lower()
             if suffix not in SUFFIXES:
@@ -130,17 +166,22 @@ def scan_corpus(corpus: Path, fetched_dir: Path | None = None) -> CorpusScan:
         meta = metadata.get(doc_id, DocumentMeta(doc_id))
         documents[doc_id] = SourceDocument(doc_id, path, SUFFIXES[path.suffix.lower()], file_hash(path, meta), meta)
     missing = {d: m for d, m in metadata.items() if d not in documents and m.url}
-    return CorpusScan(documents, missing, skipped)
+    return CorpusScan(documents, missing, skipped, warnings)
 
 
-def find_document(corpus: Path, doc_id: str, fetched_dir: Path | None = None) -> SourceDocument | DocumentMeta | None:
+def find_document(
+    corpus: Path, doc_id: str, fetched_dir: Path | None = None, *, follow_links: bool = False
+) -> SourceDocument | DocumentMeta | None:
     """One document by id without scanning the whole corpus: the source if a file exists,
-    its metadata row if it is only listed with a URL, else None."""
+    its metadata row if it is only listed with a URL, else None. A link leaving the corpus
+    is refused (DocumentError) unless `follow_links`."""
     meta = read_metadata(corpus).get(doc_id, DocumentMeta(doc_id))
     for folder in [corpus] + ([fetched_dir] if fetched_dir is not None else []):
         for suffix, fmt in SUFFIXES.items():
             path = folder / f"{doc_id}{suffix}"
             if path.is_file():
+                if not follow_links and (why := link_outside(path, folder)) is not None:
+                    raise DocumentError(path, why)
                 return SourceDocument(doc_id, path, fmt, file_hash(path, meta), meta)
     return meta if meta.url else None
 
@@ -158,10 +199,10 @@ def fetch_document(
 
 
 def resolve_source(
-    corpus: Path, fetched_dir: Path, doc_id: str, policy: DownloadPolicy | None = None
+    corpus: Path, fetched_dir: Path, doc_id: str, policy: DownloadPolicy | None = None, *, follow_links: bool = False
 ) -> SourceDocument:
     """The document's file in the corpus folder, or fetched from its metadata URL."""
-    found = find_document(corpus, doc_id, fetched_dir)
+    found = find_document(corpus, doc_id, fetched_dir, follow_links=follow_links)
     if isinstance(found, SourceDocument):
         return found
     if isinstance(found, DocumentMeta):

@@ -17,6 +17,7 @@ from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import resolve_source, scan_corpus
+from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_line, remember
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.lake import Lake
 from kohaku_rag.models import ModelPool
@@ -34,9 +35,11 @@ class IndexSummary:
     seconds: float = 0.0
 
 
-def index_document(lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, models: ModelPool) -> None:
+def index_document(
+    lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, models: ModelPool, *, follow_links: bool = False
+) -> None:
     """source → tree → captions → leaf vectors → node vectors → index rows of one document."""
-    source = resolve_source(corpus, lake.sources_dir, doc_id, cfg.download_policy)
+    source = resolve_source(corpus, lake.sources_dir, doc_id, cfg.download_policy, follow_links=follow_links)
     ix.write_source(lake, source)
     nodes, _ = ix.build_document_tree(lake, source, cfg)
     captioner = models.captioner(cfg)
@@ -57,17 +60,24 @@ def index_corpus(
     *,
     models: ModelPool | None = None,
     progress: Progress = lambda _m: None,
+    retry_failed: bool = False,
+    follow_links: bool = False,
 ) -> IndexSummary:
-    """Index new and changed documents, drop removed ones, and assemble both indexes. A
-    document that fails is reported by id with its reason; the rest index."""
+    """Index new and changed documents, drop removed ones, and re-assemble whichever index
+    differs from the per-document tables. A document that fails is reported by id with its
+    reason and not tried again until it changes (or `retry_failed`); the rest index."""
     started = time.perf_counter()
     models = models or ModelPool()
     cfg = cfg or recorded_index_config(lake) or IndexConfig()
     record_index_config(lake, cfg)
-    scan = scan_corpus(corpus, lake.sources_dir)
+    scan = scan_corpus(corpus, lake.sources_dir, follow_links=follow_links)
     for name, why in scan.skipped.items():
         progress(f"skipping {name}: {why}")
-    plan = ix.plan_index(scan, lake, cfg)
+    for warning in scan.warnings:
+        progress(warning)
+    plan = ix.plan_index(scan, lake, cfg, retry_failed=retry_failed)
+    for doc_id, why in plan.held.items():
+        progress(f"not retrying {doc_id} (failed before: {why}); retry_failed=True retries it")
     for doc_id in plan.remove:
         ix.remove_document(lake, doc_id)
         progress(f"removed {doc_id}")
@@ -77,17 +87,25 @@ def index_corpus(
     for n, doc_id in enumerate(build, start=1):
         t0 = time.perf_counter()
         try:
-            index_document(lake, corpus, doc_id, cfg, models)
-        except (KohakuError, OSError, ValueError) as exc:
-            failed[doc_id] = str(exc)
-            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {exc}")
+            index_document(lake, corpus, doc_id, cfg, models, follow_links=follow_links)
+        except (KohakuError, OSError, ValueError, RecursionError) as exc:
+            failed[doc_id] = one_line(exc)
+            if is_document_fault(exc):
+                remember(lake, corpus, doc_id, lambda h: ix.embeddings_version(h, cfg), failed[doc_id])
+            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {failed[doc_id]}")
             continue
+        clear_failure(lake, doc_id)
         done.append(doc_id)
         progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
     keep = sorted(set(scan.documents) | set(scan.missing))
-    embedder = models.embedder(cfg.embedder, lake)
-    assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
-    assembly.assemble_bm25(lake, keep)
+    # Not "if something was built": an earlier run may have died mid-assembly.
+    lag = assembly.indexes_behind(lake, keep)
+    if lag.vectors:
+        embedder = models.embedder(cfg.embedder, lake)
+        assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
+    if lag.bm25:
+        assembly.assemble_bm25(lake, keep)
+    failed.update(plan.held)
     return IndexSummary(
         len(plan.unchanged) + len(done), done, plan.unchanged, plan.remove, failed, time.perf_counter() - started
     )

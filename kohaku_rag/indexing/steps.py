@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CaptionCache, Captioner, caption_many_cached
 from kohaku_rag.indexing.corpus import CorpusScan, SourceDocument, load_document
+from kohaku_rag.indexing.failures import clear_failure, held_failure
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
 from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
@@ -114,19 +115,31 @@ class IndexPlan:
     unchanged: list[str]
     remove: list[str]  # registered or stored documents that left the corpus
     fetch: list[str] = field(default_factory=list)  # listed by URL, not on disk, not indexed yet
+    # Changed documents whose very version failed before: not retried (doc id → reason).
+    held: dict[str, str] = field(default_factory=dict)
 
 
-def plan_index(scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[str] = ()) -> IndexPlan:
+def plan_index(
+    scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[str] = (), *, retry_failed: bool = False
+) -> IndexPlan:
     build: list[str] = []
     unchanged: list[str] = []
+    held: dict[str, str] = {}
     for doc_id, source in scan.documents.items():
         want = embeddings_version(source.content_hash, cfg)
-        (unchanged if stored_version(lake, INDEX_ROWS, doc_id) == want else build).append(doc_id)
+        if stored_version(lake, INDEX_ROWS, doc_id) == want:
+            unchanged.append(doc_id)
+        elif not retry_failed and (failure := held_failure(lake, doc_id, want)) is not None:
+            held[doc_id] = failure.reason
+        else:
+            build.append(doc_id)
     # A document listed by URL but not fetched yet stays: its source step retries the download.
     present = set(scan.documents) | set(scan.missing)
     stale = (set(known) | set(lake.partitions(INDEX_ROWS)) | set(lake.partitions(SOURCES))) - present
     fetch = [d for d in scan.missing if stored_version(lake, INDEX_ROWS, d) is None]
-    return IndexPlan(build=sorted(build), unchanged=sorted(unchanged), remove=sorted(stale), fetch=sorted(fetch))
+    return IndexPlan(
+        build=sorted(build), unchanged=sorted(unchanged), remove=sorted(stale), fetch=sorted(fetch), held=held
+    )
 
 
 def bm25_tokens_path(lake: Lake, doc_id: str) -> Path:
@@ -138,6 +151,7 @@ def remove_document(lake: Lake, doc_id: str) -> None:
     for asset in (SOURCES, TREES, CAPTIONS, LEAF_EMBEDDINGS, NODE_EMBEDDINGS, INDEX_ROWS):
         lake.table(asset, doc_id).unlink(missing_ok=True)
     bm25_tokens_path(lake, doc_id).unlink(missing_ok=True)
+    clear_failure(lake, doc_id)
 
 
 # ---------------------------------------------------------------- steps

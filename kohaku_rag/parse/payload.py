@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kohaku_rag.errors import DocumentError
+from kohaku_rag.parse import limits
 from kohaku_rag.parse.pdf_layout import merge_lines_text
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
@@ -96,12 +97,16 @@ def paragraphs_from_lines(
 
 def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
     """KohakuRAG's `pdf_to_document_payload` JSON: {document_id, title, text, metadata, sections}."""
+    text = _read_text(path)
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise DocumentError(path, f"not a readable JSON payload ({exc})") from exc
+    except RecursionError:
+        raise DocumentError(path, "not a usable JSON payload: nested too deeply") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("sections"), list):
         raise DocumentError(path, "JSON payload has no 'sections' list (expected KohakuRAG's document payload format)")
+    _check_payload_shape(path, payload)
     sections = [_payload_section(sec, index) for index, sec in enumerate(payload["sections"], start=1)]
     meta = payload.get("metadata") or {}
     doc_title = title or str(payload.get("title") or doc_id)
@@ -114,6 +119,29 @@ def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None) -> 
             metadata={k: str(v) for k, v in meta.items() if isinstance(v, str | int | float)},
         ),
     )
+
+
+def _check_payload_shape(path: Path, payload: dict) -> None:
+    """Each part where the payload format expects it (objects, lists, text), so a wrong
+    file fails here with the path of the odd part, not with an AttributeError later."""
+
+    def expect(value: object, kinds: type | tuple[type, ...], where: str, what: str) -> None:
+        if value is not None and not isinstance(value, kinds):
+            raise DocumentError(
+                path, f"not KohakuRAG's payload format: {where} is {type(value).__name__}, expected {what}"
+            )
+
+    expect(payload.get("metadata"), dict, "'metadata'", "an object")
+    for i, section in enumerate(payload["sections"]):
+        where = f"sections[{i}]"
+        expect(section, dict, where, "an object")
+        expect(section.get("metadata"), dict, f"{where}.metadata", "an object")
+        expect(section.get("title"), (str, int, float), f"{where}.title", "text")
+        expect(section.get("paragraphs"), list, f"{where}.paragraphs", "a list")
+        for j, para in enumerate(section.get("paragraphs") or []):
+            expect(para, dict, f"{where}.paragraphs[{j}]", "an object")
+            expect(para.get("metadata"), dict, f"{where}.paragraphs[{j}].metadata", "an object")
+            expect(para.get("text"), str, f"{where}.paragraphs[{j}].text", "text")
 
 
 def _payload_section(section: dict, index: int) -> ParsedSection:
@@ -201,11 +229,19 @@ def parse_text(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDo
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8-sig")
+        size = path.stat().st_size
+        if size > limits.MAX_FILE_BYTES:
+            raise DocumentError(
+                path, f"{size:,} bytes, over the limit of {limits.MAX_FILE_BYTES:,} for a text file; split it"
+            )
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DocumentError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start}); re-save it as UTF-8") from exc
     except OSError as exc:
         raise DocumentError(path, f"cannot be read ({exc.strerror})") from exc
+    if len(text) > limits.MAX_TEXT_CHARS:
+        raise DocumentError(path, f"{len(text):,} characters, over the limit of {limits.MAX_TEXT_CHARS:,}; split it")
+    return text
 
 
 def _checked(path: Path, doc: ParsedDocument) -> ParsedDocument:

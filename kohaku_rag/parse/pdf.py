@@ -31,6 +31,7 @@ from pathlib import Path
 import pymupdf
 
 from kohaku_rag.errors import DocumentError
+from kohaku_rag.parse import limits
 from kohaku_rag.parse.pdf_figures import FigureCandidate, find_figures
 from kohaku_rag.parse.pdf_layout import (
     Line,
@@ -172,6 +173,10 @@ def _open(path: Path) -> pymupdf.Document:
         raise DocumentError(
             path, "encrypted: the PDF needs a password; decrypt it (e.g. `qpdf --decrypt`) and add it again"
         )
+    if doc.page_count > limits.MAX_PAGES:
+        pages = doc.page_count
+        doc.close()
+        raise DocumentError(path, f"{pages} pages, over the limit of {limits.MAX_PAGES}; split the PDF")
     if doc.page_count == 0:
         repaired = doc.is_repaired
         doc.close()
@@ -199,6 +204,10 @@ def _lines(page: pymupdf.Page, path: Path) -> list[Line]:
 
 def _check_text(doc: pymupdf.Document, pages: Sequence[_Page], path: Path) -> None:
     chars = sum(len(ln.text.replace(" ", "")) for pg in pages for ln in pg.lines)
+    if chars > limits.MAX_TEXT_CHARS:
+        raise DocumentError(
+            path, f"{chars:,} characters of text, over the limit of {limits.MAX_TEXT_CHARS:,}; split the PDF"
+        )
     if chars >= MIN_TEXT_CHARS:
         return
     has_images = any(doc[pg.number - 1].get_images() for pg in pages)

@@ -13,6 +13,7 @@ which applies soft masks, rotations and any vector overlay exactly as a reader s
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from typing import Any, Literal
 import pymupdf
 
 from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.parse import limits
 from kohaku_rag.tree import BBox, media_hash
 
 FigureSource = Literal["raster", "vector"]
@@ -36,6 +38,7 @@ _CLUSTER_TOLERANCE = 4.0  # points between drawings of one graphic
 _LABEL_PAD = 8.0  # how far outside a graphic its tick/axis labels may sit
 _CAPTION_GAP = 40.0  # largest vertical gap between a figure and its caption
 _RENDER_PAD = 2.0  # keep anti-aliased edges and stroke widths inside the picture
+log = logging.getLogger(__name__)
 _MAX_ASPECT = 12.0  # longer:shorter side beyond which a region is a rule or a bar
 _MIN_THICKNESS = 12.0  # thinner regions are lines, rules or footer strips
 _TOUCH = (-2.0, -2.0, 2.0, 2.0)  # regions this close are parts of one figure
@@ -104,6 +107,18 @@ def find_figures(
     seen: set[str] = set()
     for region in sorted(regions, key=lambda r: (r.rect.y0, r.rect.x0)):
         clip = _render_clip(region.rect, lines, page.rect)
+        pixels = round(clip.width * dpi / 72) * round(clip.height * dpi / 72)
+        if pixels > limits.MAX_FIGURE_PIXELS:
+            # Rendering it would take gigabytes (a tiny file can declare a huge page); the
+            # rest of the page and the document still index.
+            log.warning(
+                "%s: page %d: figure region of %d megapixels skipped (over the %d-megapixel limit)",
+                page.parent.name,
+                page.number + 1,
+                pixels // 1_000_000,
+                limits.MAX_FIGURE_PIXELS // 1_000_000,
+            )
+            continue
         png = page.get_pixmap(clip=clip, dpi=dpi).tobytes("png")
         fig = FigureCandidate(
             page=page.number + 1,

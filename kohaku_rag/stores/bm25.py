@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -376,11 +376,19 @@ class BM25Index:
         order = candidates[np.argsort(-scores[candidates], kind="stable")[:k]]
         return [(str(self.node_ids[i]), float(scores[i])) for i in order]
 
-    def save(self, path: Path) -> None:
-        """Write atomically as one .npz (no pickle: loading runs no code from the file)."""
+    def save(self, path: Path, versions: Mapping[str, str] | None = None) -> None:
+        """Write atomically as one .npz (no pickle: loading runs no code from the file).
+
+        `versions` (document id → the version its rows were built from) is stored in the
+        same file, so what the index holds and what it says it holds cannot disagree: a
+        crash leaves the old file with the old versions, or the new with the new.
+        """
+        docs = sorted((versions or {}).items())
         with atomic_path(Path(path)) as tmp, tmp.open("wb") as fh:
             np.savez(
                 fh,
+                version_docs=np.array([d for d, _ in docs], dtype=str),
+                version_values=np.array([v for _, v in docs], dtype=str),
                 format_version=np.array(FORMAT_VERSION),
                 node_ids=self.node_ids,
                 doc_ids=self.doc_ids,
@@ -390,6 +398,19 @@ class BM25Index:
                 post_scores=self.post_scores,
                 params=np.array([self.k1, self.b, self.epsilon, float(self.stem)]),
             )
+
+    @staticmethod
+    def saved_versions(path: Path) -> dict[str, str] | None:
+        """The document versions a saved index was built from (None: absent, unreadable or
+        saved without them, so the caller rebuilds). Reads only those two arrays."""
+        try:
+            with np.load(Path(path), allow_pickle=False) as npz:
+                if "version_docs" not in npz.files:
+                    return None
+                docs, values = npz["version_docs"].tolist(), npz["version_values"].tolist()
+        except (OSError, ValueError, KeyError):
+            return None
+        return dict(zip(docs, values, strict=True))
 
     @classmethod
     def load(cls, path: Path) -> BM25Index:

@@ -96,6 +96,26 @@ def remove_store(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def stored_document_versions(path: Path) -> dict[str, str] | None:
+    """document id → version of what a store file holds, read without the embedder (None
+    when there is no readable store). The `documents` row is written in the same
+    transaction as the document's nodes and vectors, so it is the truth about them."""
+    if not Path(path).exists():
+        return None
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error:
+        return None
+    try:
+        conn.set_busy_timeout(60_000)
+        rows = conn.execute("SELECT doc_id, version FROM documents").fetchall()
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()
+    return {str(d): str(v) for d, v in rows}
+
+
 class VectorStore:
     """Node tree + vectors of all indexed documents in one sqlite-vec file.
 

@@ -1,0 +1,342 @@
+"""Faults never freeze a wrong result: kill -9 `kohaku index` at many moments, feed it bad inputs.
+
+    python bench/faults.py                 # 14 kills over an incremental run, 12 bad inputs
+    python bench/faults.py --work /tmp/kohaku-faults
+
+Kills: a lake holds 6 documents; 2 change; `kohaku index` is killed with SIGKILL at a
+moment of its run (spread over the per-document runs and the index assembly, found from
+its progress lines and a measured timeline). After each kill a plain `kohaku index` runs,
+and `kohaku search --json` must return exactly what a clean build of the same corpus
+returns, with no run of the lake's Dagster instance left STARTED.
+
+Bad inputs: each is dropped into a copy of the good corpus; `kohaku index` must exit 0 or
+1, index every good document, name the bad input in at most a few lines, not index what
+it must not (a link out of the folder), and a plain re-run must recompute nothing.
+
+Prints one line per trial, then `kills survived / tried` and `bad inputs isolated / tried`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymupdf
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # runs from a checkout, uninstalled
+
+from kohaku_rag.samples import make_bad_pdfs  # noqa: E402
+
+KOHAKU = [sys.executable, "-c", "import sys; from kohaku_assets.cli import main; sys.exit(main())"]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+TOPICS = {
+    "gpu": "The A100 GPU drew {w} W on average while training the model for {h} hours.",
+    "water": "The water usage effectiveness was {w} liters per kWh for the facility in {h}.",
+    "carbon": "Carbon intensity of the grid was {w} gCO2e per kWh in the region over {h} months.",
+    "pue": "The power usage effectiveness of the data center was 1.{w} during {h} weeks of load.",
+    "cooling": "Evaporative cooling towers withdrew {w} cubic meters of water in {h} days.",
+    "embodied": "Embodied emissions of the servers were {w} kgCO2e each over {h} years of service.",
+}
+QUERIES = [
+    "How much power did the A100 draw?",
+    "water usage effectiveness liters per kWh",
+    "grid carbon intensity gCO2e",
+    "power usage effectiveness of the data center",
+    "embodied emissions of servers",
+]
+
+
+def document(doc_id: str, version: int) -> str:
+    """A small Markdown document; version 2 changes its numbers and adds a paragraph."""
+    w, h = (400 + 7 * len(doc_id), 12) if version == 1 else (455 + 3 * len(doc_id), 30)
+    body = " ".join(TOPICS[doc_id].format(w=w, h=h + k) for k in range(6))
+    extra = f"\n\nA revision note: the {doc_id} figures were re-measured in 2025." if version == 2 else ""
+    return f"# {doc_id.title()} study\n\n## 1 Results\n\n{body}\n\n## 2 Method\n\n{body[::-1][:200]}{extra}\n"
+
+
+def write_corpus(folder: Path, changed: tuple[str, ...] = ()) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for doc_id in TOPICS:
+        (folder / f"{doc_id}.md").write_text(document(doc_id, 2 if doc_id in changed else 1))
+    return folder
+
+
+def kohaku(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KOHAKU, *args], env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def index(lake: Path, corpus: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return kohaku("index", "--lake", str(lake), "--corpus", str(corpus), "--json", *extra)
+
+
+def search_all(lake: Path, corpus: Path) -> list[object]:
+    """`kohaku search` for every query (one process: --questions)."""
+    questions = lake.parent / f"{lake.name}_questions.csv"
+    questions.write_text("id,question\n" + "".join(f"q{i},{q}\n" for i, q in enumerate(QUERIES)))
+    done = kohaku("search", "--questions", str(questions), "--lake", str(lake), "--corpus", str(corpus), "--k", "5")
+    if done.returncode != 0:
+        return [f"search failed: {done.stderr[-300:]}"]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def runs_left_started(lake: Path) -> int:
+    probe = (
+        "import sys; from dagster import DagsterRunStatus, RunsFilter;"
+        "from kohaku_assets.runner import instance_for;"
+        "i = instance_for(sys.argv[1]);"
+        "print(len(i.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED]))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(lake)], env=ENV, capture_output=True, text=True)
+    return int(done.stdout.strip() or -1)
+
+
+# ── kills ──────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Moment:
+    """When to kill: `delay` seconds after the progress line containing `after` (or
+    after the start when `after` is empty)."""
+
+    name: str
+    after: str
+    delay: float
+
+
+def run_and_kill(lake: Path, corpus: Path, moment: Moment) -> tuple[bool, float]:
+    """Start `kohaku index`, SIGKILL it at `moment`; returns (killed before it ended, seconds)."""
+    proc = subprocess.Popen(
+        [*KOHAKU, "index", "--lake", str(lake), "--corpus", str(corpus)],
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    started = time.perf_counter()
+    seen = threading.Event() if moment.after else None
+
+    def watch() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if seen is not None and moment.after in line:
+                seen.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    if seen is not None:
+        seen.wait(timeout=300)
+    time.sleep(moment.delay)
+    killed = proc.poll() is None
+    if killed:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return killed, time.perf_counter() - started
+
+
+def measure(base_lake: Path, corpus: Path, work: Path) -> float:
+    """Seconds of an uninterrupted incremental run (2 of 6 documents changed)."""
+    lake = work / "measure"
+    shutil.copytree(base_lake, lake)
+    t0 = time.perf_counter()
+    done = index(lake, corpus)
+    if done.returncode != 0:
+        raise SystemExit(f"the reference run failed: {done.stderr[-2000:]}")
+    return time.perf_counter() - t0
+
+
+def kills(work: Path, n_timed: int) -> tuple[int, int]:
+    v1 = write_corpus(work / "corpus_v1")
+    v2 = write_corpus(work / "corpus_v2", changed=("gpu", "water"))
+    base = work / "lake_v1"
+    if index(base, v1).returncode != 0:
+        raise SystemExit("building the starting lake failed")
+    clean = work / "lake_clean"
+    if index(clean, v2).returncode != 0:
+        raise SystemExit("the clean build failed")
+    expected = search_all(clean, v2)
+    duration = measure(base, v2, work)
+    print(f"uninterrupted incremental run: {duration:.1f}s; clean-build answers for {len(QUERIES)} queries")
+    moments = [Moment(f"t={f:.2f}x", "", f * duration) for f in _spread(n_timed)]
+    moments += [
+        Moment("after doc 1 +0.0s", "[1/2] indexed", 0.0),
+        Moment("after doc 1 +0.4s", "[1/2] indexed", 0.4),
+        Moment("after doc 2 +0.0s (assembly)", "[2/2] indexed", 0.0),
+        Moment("after doc 2 +0.3s (assembly)", "[2/2] indexed", 0.3),
+        Moment("after doc 2 +0.8s (assembly)", "[2/2] indexed", 0.8),
+        Moment("after doc 2 +1.5s (assembly)", "[2/2] indexed", 1.5),
+    ]
+    survived = tried = 0
+    for k, moment in enumerate(moments, start=1):
+        lake = work / f"kill_{k}"
+        shutil.copytree(base, lake)
+        killed, at = run_and_kill(lake, v2, moment)
+        rerun = index(lake, v2)
+        got = search_all(lake, v2)
+        started = runs_left_started(lake)
+        ok = rerun.returncode == 0 and got == expected and started == 0
+        # A run that had already ended was not killed: shown, but not counted as a kill.
+        tried += killed
+        survived += killed and ok
+        summary = json.loads(rerun.stdout.strip().splitlines()[-1]) if rerun.returncode == 0 else {}
+        print(
+            f"kill {k:2d} {moment.name:30s} at {at:5.1f}s killed={killed!s:5s} -> re-run recomputed "
+            f"{summary.get('recomputed', '?')}, search {'identical' if got == expected else 'DIFFERS'}, "
+            f"runs left STARTED {started}: {'ok' if ok else 'FAILED'}"
+        )
+        shutil.rmtree(lake, ignore_errors=True)
+    return survived, tried
+
+
+def _spread(n: int) -> list[float]:
+    """n moments between 20% and 90% of the run (before that, Python is still importing)."""
+    return [0.2 + 0.7 * i / max(n - 1, 1) for i in range(n)]
+
+
+# ── bad inputs ───────────────────────────────────────────────────────────────
+
+
+def _big_figure_pdf(path: Path) -> None:
+    doc = pymupdf.open()
+    page = doc.new_page(width=4000, height=4000)
+    for k in range(6):
+        page.insert_text((40, 60 + 14 * k), "The accelerator drew 400 W during the training run.", fontsize=11)
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(buf, format="PNG")
+    page.insert_image(pymupdf.Rect(40, 200, 2840, 3000), stream=buf.getvalue())
+    doc.save(path)
+
+
+def _bad_pdf(kind: str) -> Callable[[Path, Path], str]:
+    def make(corpus: Path, scratch: Path) -> str:
+        made = make_bad_pdfs(scratch / "bad_pdfs")[kind]
+        shutil.copy(made, corpus / made.name)
+        return made.name
+
+    return make
+
+
+def _write(name: str, data: bytes) -> Callable[[Path, Path], str]:
+    def make(corpus: Path, _scratch: Path) -> str:
+        (corpus / name).write_bytes(data)
+        return name
+
+    return make
+
+
+def _link_out(corpus: Path, scratch: Path) -> str:
+    secret = scratch / "secret.txt"
+    secret.write_text("root:x:0:0:SECRETWORD leaked from outside the corpus\n")
+    (corpus / "passwd.txt").symlink_to(secret)
+    return "passwd.txt"
+
+
+def _metadata(corpus: Path, _scratch: Path) -> str:
+    (corpus / "metadata.csv").write_text(
+        'id,title,url\ngpu,GPU study,\n../outside,Escape,http://127.0.0.1:9/x.pdf\nhas space,S,\nodd,"open quote,\nlast,Last,\n'
+    )
+    return "metadata.csv"
+
+
+def _huge_figure(corpus: Path, _scratch: Path) -> str:
+    _big_figure_pdf(corpus / "bomb.pdf")
+    return "bomb.pdf"
+
+
+BAD_INPUTS: dict[str, Callable[[Path, Path], str]] = {
+    "corrupt PDF": _bad_pdf("corrupt"),
+    "encrypted PDF": _bad_pdf("encrypted"),
+    "PDF without text": _bad_pdf("empty"),
+    "scanned PDF": _bad_pdf("image_only"),
+    "PDF with a 34-megapixel figure": _huge_figure,
+    "JSON of the wrong shape": _write("shape.json", json.dumps({"sections": ["page one", 2]}).encode()),
+    "JSON nested 200,000 deep": _write("deep.json", b'{"sections": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"),
+    "JSON not JSON": _write("garbled.json", b'{"sections": [ {"paragraphs": '),
+    "Latin-1 text": _write("latin.txt", "Caf\xe9 cr\xe8me and a PUE of 1.4.".encode("latin-1")),
+    "empty Markdown": _write("empty.md", b""),
+    "link out of the corpus": _link_out,
+    "metadata.csv with bad rows": _metadata,
+}
+GOOD = sorted(TOPICS)
+
+
+def bad_inputs(work: Path) -> tuple[int, int]:
+    good = write_corpus(work / "good")
+    base = work / "lake_good"
+    if index(base, good).returncode != 0:
+        raise SystemExit("indexing the good corpus failed")
+    isolated = 0
+    for k, (name, make) in enumerate(BAD_INPUTS.items(), start=1):
+        corpus, scratch, lake = work / f"bad_{k}", work / f"scratch_{k}", work / f"bad_lake_{k}"
+        shutil.copytree(good, corpus)
+        scratch.mkdir()
+        shutil.copytree(base, lake)
+        culprit = make(corpus, scratch)
+        first = index(lake, corpus)
+        output = first.stdout + first.stderr
+        summary = json.loads(first.stdout.strip().splitlines()[-1]) if first.stdout.strip() else {}
+        rerun = index(lake, corpus)
+        again = json.loads(rerun.stdout.strip().splitlines()[-1]) if rerun.stdout.strip() else {}
+        leaked = (
+            "SECRETWORD"
+            in json.dumps(search_all(lake, corpus))
+            + kohaku("search", "SECRETWORD", "--lake", str(lake), "--corpus", str(corpus), "--json").stdout
+        )
+        indexed_good = set(GOOD) <= set(summary.get("skipped_partitions", [])) | set(
+            summary.get("recomputed_partitions", [])
+        )
+        checks = {
+            "exit 0/1": first.returncode in (0, 1),
+            "good documents indexed": indexed_good,
+            "named": culprit in output,
+            "short": len(output.splitlines()) <= 12 and "Stack Trace" not in output,
+            "nothing leaked": not leaked,
+            "re-run recomputes nothing": rerun.returncode in (0, 1) and again.get("recomputed") == 0,
+        }
+        ok = all(checks.values())
+        isolated += ok
+        failed = [c for c, passed in checks.items() if not passed]
+        print(
+            f"bad {k:2d} {name:32s} exit {first.returncode}, {len(output.splitlines())} lines: "
+            f"{'isolated' if ok else 'NOT isolated: ' + ', '.join(failed)}"
+        )
+        if not ok:
+            print("   " + output[-800:].replace("\n", "\n   "))
+        for path in (corpus, scratch, lake):
+            shutil.rmtree(path, ignore_errors=True)
+    return isolated, len(BAD_INPUTS)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", default="", help="scratch folder (default: a temporary one)")
+    parser.add_argument("--timed-kills", type=int, default=8, help="kills at moments spread over the run's time")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="kohaku-faults-"))
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    t0 = time.perf_counter()
+    survived, tried = kills(work / "kills", args.timed_kills)
+    isolated, bad = bad_inputs(work / "bad")
+    print(f"kills survived / tried: {survived} / {tried}")
+    print(f"bad inputs isolated / tried: {isolated} / {bad}")
+    print(f"({time.perf_counter() - t0:.0f}s)")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
