@@ -94,6 +94,7 @@ class Rag:
             cfg,
             seed=seed,
             images=lambda h: self.lake.blob(h).read_bytes(),
+            planner_chat=self.models.chat(cfg.planner_llm, self.lake) if cfg.retrieval.planner_model else None,
         )
         return AskResult.of(question, pred)
 

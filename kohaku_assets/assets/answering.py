@@ -73,7 +73,7 @@ def retrievals(
     reused = path.exists()
     if not reused:
         questions = load_questions(cfg.questions)
-        chat = models.chat(cfg.generation.llm, lake) if cfg.retrieval.use_planner else None
+        chat = models.chat(cfg.planner_llm, lake) if cfg.retrieval.use_planner else None
         rows = st.compute_retrievals(
             questions, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
         )

@@ -41,6 +41,7 @@ from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, extract_json, loads_json
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.stores.vectors import MAX_K
 
 SYSTEM = (
     "You answer questions using only the context passages. Each passage starts with its "
@@ -410,8 +411,20 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
 
 
 def deepen(cfg: RetrievalConfig, level: int) -> RetrievalConfig:
-    """Retry level n (1 = first try): n× the context units and n× the character budget."""
-    return dataclasses.replace(cfg, top_k_final=cfg.top_k_final * level, budget_chars=cfg.budget_chars * level)
+    """Retry level n (1 = first try): n× the per-query hits (top_k and bm25_top_k, as
+    KohakuRAG's k, 2k, 3k), n× the context units (no cut stays no cut) and n× the budget."""
+    return dataclasses.replace(
+        cfg,
+        top_k=min(cfg.top_k * level, MAX_K),
+        bm25_top_k=cfg.bm25_top_k * level,
+        top_k_final=None if cfg.top_k_final is None else cfg.top_k_final * level,
+        budget_chars=cfg.budget_chars * level,
+    )
+
+
+def counts_as_blank(answer: Answer | None) -> bool:
+    """An abstention, or an answer citing no document (KohakuRAG retries both)."""
+    return answer is not None and (answer.is_blank or not answer.ref_id)
 
 
 @dataclass
@@ -496,7 +509,7 @@ def answer_runs(
             if [i.node_id for i in level_items[level]] == [i.node_id for i in level_items[level - 1]]:
                 break  # nothing more to find: a deeper retry would ask the same thing
         _ask(chat, question, level_items[level], cfg.generation, pending, images)
-        pending = [r for r in pending if r.answer is not None and r.answer.is_blank and not r.error]
+        pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:
             break
     if is_true_false(question) and cfg.generation.true_false_verdict == "probability":
@@ -539,10 +552,12 @@ def answer_question(
     cfg: QAConfig,
     seed: int = 0,
     images: ImageLoader | None = None,
+    planner_chat: ChatModel | None = None,
 ) -> Prediction:
-    """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all of it)."""
+    """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all
+    of it). `planner_chat` writes the queries when the config names a planner_model."""
     started = time.perf_counter()
-    queries = plan_for(question, chat, cfg)
+    queries = plan_for(question, planner_chat or chat, cfg)
     (prediction,) = answer_runs(question, queries, retriever, chat, cfg, [seed], images=images)
     return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
 
