@@ -164,7 +164,7 @@ def key_line(text: str, key: str, toml: bool = True) -> int | None:
     return None
 
 
-def locate(path: Path, exc: ConfigKeyError, aliases: dict[str, str] | None = None) -> str:
+def locate(path: Path, exc: ConfigKeyError, aliases: dict[str, str] | None = None, what: str = "config file") -> str:
     """`config file PATH, line N, key K: reason` for an error about one key of a file (the
     line of its alias when the file used one)."""
     try:
@@ -178,7 +178,7 @@ def locate(path: Path, exc: ConfigKeyError, aliases: dict[str, str] | None = Non
                 text, exc.key.rsplit(".", 1)[0] + "." + alias if "." in exc.key else alias, path.suffix == ".toml"
             )
             line = line or key_line(text, alias, path.suffix == ".toml")
-    where = f"config file {path}" + (f", line {line}" if line else "")
+    where = f"{what} {path}" + (f", line {line}" if line else "")
     return f"{where}: {exc}"
 
 

@@ -108,6 +108,7 @@ class Prediction:
             "cached_calls": self.cached_calls,
             "error": self.error,
             "verdict_logodds": self.verdict_logodds,
+            "confidence": a.confidence,
             "cited_nodes": [i.node_id for i in self.cited()],
         }
 
@@ -130,6 +131,7 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
         explanation=row["explanation"],
         is_blank=bool(row["is_blank"]),
         supporting_materials=row["supporting_materials"],
+        confidence=row.get("confidence"),
     )
     # Rows written before a column existed read back as that field's default.
     values = {
@@ -304,6 +306,7 @@ def answer_request(
         max_tokens=gen.max_tokens,
         seed=seed,
         json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
+        reply_logprobs=gen.reply_confidence,
     )
 
 
@@ -473,8 +476,15 @@ def _ask(
                 run.answer = Answer.blank(question.answer_unit)
                 continue
             _count(run, res)
-            run.answer = parse_reply(res.text, question, doc_ids)
+            run.answer = with_confidence(parse_reply(res.text, question, doc_ids), res)
         return items
+
+
+def with_confidence(answer: Answer, res: ChatResult) -> Answer:
+    """The answer with the reply's mean token probability as its confidence (when known)."""
+    if res.mean_logprob is None:
+        return answer
+    return dataclasses.replace(answer, confidence=float(np.exp(res.mean_logprob)))
 
 
 def _count(run: _Run, res: ChatResult) -> None:

@@ -19,7 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from kohaku_rag.answering.planner import PLAN_FORMAT
 from kohaku_rag.config_files import (
@@ -30,7 +30,7 @@ from kohaku_rag.config_files import (
     read_config_data,
     stable_hash,
 )
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES
+from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -83,14 +83,17 @@ class GenerationPart:
     max_retries: int = 2
     # The reply first copies one context sentence verbatim (the schema offers the context's
     # sentences): for "true_false" questions only, "all" questions, or "off".
-    quote_evidence: str = "true_false"
+    quote_evidence: Literal["off", "true_false", "all"] = "true_false"
     # Who decides a true/false statement: "probability" asks the model once more, for one
     # word, and calls the statement true only when log P(True) - log P(False) reaches
     # true_false_margin; "reply" keeps the reply's own 1/0. A 1.5B model's reply calls
     # almost every statement on the context's topic true; its probabilities still rank the
     # supported ones higher. The margin was chosen on train_QA's statements.
-    true_false_verdict: str = "probability"
+    true_false_verdict: Literal["probability", "reply"] = "probability"
     true_false_margin: float = 1.5
+    # Each reply's confidence from the model's token probabilities (the mean probability of
+    # its tokens, Answer.confidence), which the vote's highest_confidence tiebreak reads.
+    reply_confidence: bool = False
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -115,9 +118,9 @@ class GenerationPart:
 @dataclass(frozen=True)
 class VotingPart:
     runs: int = 1
-    mode: str = "answer_priority"
+    mode: VoteMode = "answer_priority"
     ignore_blank: bool = True
-    tiebreak: str = "first"
+    tiebreak: Tiebreak = "first"
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -134,6 +137,14 @@ class QAConfig:
     retrieval: RetrievalPart = field(default_factory=RetrievalPart)
     generation: GenerationPart = field(default_factory=GenerationPart)
     voting: VotingPart = field(default_factory=VotingPart)
+
+    def __post_init__(self) -> None:
+        if self.voting.tiebreak == "highest_confidence" and not self.generation.reply_confidence:
+            raise ConfigKeyError(
+                "voting.tiebreak",
+                '"highest_confidence" needs a confidence per run: set [generation] reply_confidence = true '
+                "(the mean token probability of each reply)",
+            )
 
     @property
     def retrieval_hash(self) -> str:

@@ -261,6 +261,7 @@ def answer_rows(answers: dict[str, Answer]) -> list[dict[str, Any]]:
             "explanation": a.explanation,
             "is_blank": a.is_blank,
             "supporting_materials": a.supporting_materials,
+            "confidence": a.confidence,
         }
         for qid, a in answers.items()
     ]
@@ -276,6 +277,7 @@ def read_answers(path: Path) -> dict[str, Answer]:
             row["explanation"],
             bool(row["is_blank"]),
             row["supporting_materials"],
+            confidence=row.get("confidence"),
         )
         for row in pq.read_table(path).to_pylist()
     }
