@@ -157,3 +157,31 @@ def test_reply_confidence_is_the_mean_token_probability() -> None:
     assert with_confidence(answer, ChatResult("{}", 1, 2, 0.1)).confidence is None
     cfg = QAConfig(questions="q.csv")
     assert not cfg.generation.reply_confidence
+
+
+def test_config_show_and_diff(tmp_path, capsys, monkeypatch) -> None:
+    from kohaku_assets.cli import main
+
+    monkeypatch.setenv("KOHAKU_CONFIGS", str(tmp_path))
+    write(tmp_path, 'config_version = 2\n[retrieval]\nrerank = "combined"\nbm25_mode = "append"\n', "pub.toml")
+    write(tmp_path, "[voting]\nruns = 3\n", "base.toml")
+    lake = ["--lake", str(tmp_path / "lake")]
+    assert main(["config", "show", "pub", *lake]) == 0
+    shown = capsys.readouterr().out
+    assert 'rerank = "combined"\nalpha = 0.4\n' in shown and "max_retries = 2" in shown and "[voting]" in shown
+    # what show prints loads back to the same config (alpha spelled out)
+    again = load_qa_config(write(tmp_path, shown, "shown.toml"))
+    assert again.retrieval.search.effective_alpha == 0.4 and again.retrieval.search.bm25_mode == "append"
+    assert main(["config", "diff", "base", "pub", *lake]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "retrieval.alpha: 0.25 -> 0.4",
+        'retrieval.bm25_mode: "fuse" -> "append"',
+        'retrieval.rerank: "combined_max" -> "combined"',
+        "voting.runs: 3 -> 1",
+        "(they share no stored table)",
+    ]
+    assert main(["config", "diff", "base", "base", *lake]) == 0
+    assert "the same config" in capsys.readouterr().out
+    write(tmp_path, '[retrieval]\nrerank = "best"\n', "bad.toml")
+    assert main(["config", "show", "bad", *lake]) == 2
+    assert 'line 2: retrieval.rerank: "best" is not one of' in capsys.readouterr().err
