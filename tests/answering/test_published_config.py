@@ -185,3 +185,21 @@ def test_config_show_and_diff(tmp_path, capsys, monkeypatch) -> None:
     write(tmp_path, '[retrieval]\nrerank = "best"\n', "bad.toml")
     assert main(["config", "show", "bad", *lake]) == 2
     assert 'line 2: retrieval.rerank: "best" is not one of' in capsys.readouterr().err
+
+
+def test_the_configs_sensor_runs_no_invalid_file(tmp_path, monkeypatch) -> None:
+    from dagster import build_sensor_context
+
+    from kohaku_assets.resources import KohakuSettings
+    from kohaku_assets.runner import instance_for, resources_for
+    from kohaku_assets.sensors import configs_sensor
+
+    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
+    settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(tmp_path / "corpus"))
+    folder = tmp_path / "lake" / "configs"
+    folder.mkdir(parents=True)
+    write(folder, "[voting]\nruns = 2\n", "good.toml")
+    write(folder, '[voting]\nmode = "plurality"\n', "bad.toml")
+    instance = instance_for(settings.lake.root)
+    result = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
+    assert [r.partition_key for r in result.run_requests] == ["good"]
