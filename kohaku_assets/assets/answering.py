@@ -128,6 +128,8 @@ def predictions(
                 st.run_path(lake, keys.prediction, run),
                 {"generation_hash": cfg.generation_hash, "run": str(run)},
             )
+            # The prompts and raw replies of every attempt, for `kohaku explain`.
+            st.write_rows(st.debug_rows(preds), st.debug_path(lake, keys.prediction, run))
         after = _calls(chat)
         hits, misses = after[0] - before[0], after[1] - before[1]
     runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]

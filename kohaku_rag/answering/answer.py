@@ -76,6 +76,9 @@ class Prediction:
     # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
     verdict_logodds: float | None = None
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
+    # Every LLM call of this run: {"attempt", "kind" (answer/verdict), "k", "prompt", "reply"}
+    # (stored in the debug table, not in rows).
+    debug: tuple[dict[str, Any], ...] = ()
 
     def cited(self) -> list[ContextItem]:
         """The context snippets that support the answer (node ids and pages): those of the
@@ -137,7 +140,7 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
     values = {
         f.name: row.get(f.name, f.default)
         for f in dataclasses.fields(Prediction)
-        if f.name not in ("question_id", "answer", "context")
+        if f.name not in ("question_id", "answer", "context", "debug")
     }
     return Prediction(question_id=row["id"], answer=answer, **values)
 
@@ -403,6 +406,15 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
             )
             continue
         _count(group[0], res)
+        group[0].log.append(
+            {
+                "attempt": group[0].attempts,
+                "kind": "verdict",
+                "k": len(group[0].items),
+                "prompt": prompt_text(verdict_request(question, group[0].items, gen)),
+                "reply": " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5]),
+            }
+        )
         logodds = verdict_logodds(res.top_logprobs)
         for run in group:
             assert run.answer is not None
@@ -443,6 +455,12 @@ class _Run:
     items: tuple[ContextItem, ...] = ()
     error: str = ""
     verdict_logodds: float | None = None
+    log: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def prompt_text(req: ChatRequest) -> str:
+    """A request's messages as the model read them (roles as headers)."""
+    return "\n\n".join(f"[{m.role}]\n{m.content}" for m in req.messages)
 
 
 def _ask(
@@ -468,9 +486,14 @@ def _ask(
             items = items[: min(len(items) - 1, (len(items) * 3) // 4)]
             continue
         doc_ids = context_doc_ids(items)
+        prompt = prompt_text(shared)
         for run, res in zip(runs, results, strict=True):
             run.attempts += 1
             run.items = tuple(items)
+            reply = f"{type(res).__name__}: {res}" if isinstance(res, Exception) else res.text
+            run.log.append(
+                {"attempt": run.attempts, "kind": "answer", "k": len(items), "prompt": prompt, "reply": reply}
+            )
             if isinstance(res, Exception):
                 run.error = f"{type(res).__name__}: {res}"
                 run.answer = Answer.blank(question.answer_unit)
@@ -544,6 +567,7 @@ def answer_runs(
                 error=run.error,
                 verdict_logodds=run.verdict_logodds,
                 context=run.items,
+                debug=tuple(run.log),
             )
         )
     return out

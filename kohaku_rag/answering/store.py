@@ -96,6 +96,20 @@ def ensemble_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "ensembles" / f"{key}.parquet"
 
 
+def debug_path(lake: Lake, key: str, run: int) -> Path:
+    """Every LLM call of run `run` (prompt and raw reply) under its prediction key."""
+    return qa_dir(lake) / "debug" / key / f"run-{run}.parquet"
+
+
+def debug_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
+    return [{"id": p.question_id, "run": p.run, **call} for p in preds for call in p.debug]
+
+
+def read_debug(lake: Lake, key: str, run: int) -> list[dict[str, Any]]:
+    path = debug_path(lake, key, run)
+    return pq.read_table(path).to_pylist() if path.exists() else []
+
+
 def score_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "scores" / f"{key}.parquet"
 
