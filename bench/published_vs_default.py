@@ -58,6 +58,11 @@ def settings() -> dict[str, RetrievalConfig]:
         "default + bm25 append": replace(default, bm25_mode="append"),
         "published + bm25 fuse": replace(published, bm25_mode="fuse"),
         "published, paragraphs only": replace(published, dense_kinds=("paragraph",), dense_search="separate"),
+        # The dense weight of the default (0.1 against BM25 1.0), and what it was chosen over.
+        "default, dense weight 1.0": replace(default, dense_weight=1.0),
+        "default, dense weight 0.3": replace(default, dense_weight=0.3),
+        "default, BM25 only": replace(default, dense_weight=0.0),
+        "default, dense only": replace(default, bm25_top_k=0),
     }
 
 
@@ -99,27 +104,30 @@ def main() -> None:
 
     if args.limit <= 0:
         return
-    asked = questions[: args.limit]
+    asked = [q for q in questions if q.gold is not None][: args.limit]
     known = corpus_ids(lake)
-    print(f"\nWattBot score, bundled LLM, 1 run, first {len(asked)} train questions")
-    print(f"{'setting':<12} {'final':>6} {'value':>6} {'ref':>6} {'na':>6} {'s/q':>5}")
-    for name in ("default", "published"):
-        search = settings()[name]
-        cfg = replace(base, retrieval=RetrievalPart(search=search))
-        preds, seconds = {}, 0.0
-        for q in asked:
+    names = ("default", "published")
+    cfgs = {n: replace(base, retrieval=RetrievalPart(search=settings()[n])) for n in names}
+    preds: dict[str, dict] = {n: {} for n in names}
+    seconds: dict[str, float] = dict.fromkeys(names, 0.0)
+    print("\nWattBot score, bundled LLM, 1 run each, train questions in file order (running totals)")
+    print(f"{'after':<6} {'setting':<10} {'final':>6} {'value':>6} {'ref':>6} {'na':>6} {'s/q':>5}")
+    # Question by question, both settings, so a stopped run still compares them on the same questions.
+    for n, q in enumerate(asked, start=1):
+        for name in names:
             t0 = time.perf_counter()
-            queries = plans[q.question]
-            (pred,) = answer_runs(q, queries, retriever, chat, cfg, [0])
-            preds[q.id] = pred.answer
-            seconds += time.perf_counter() - t0
+            (pred,) = answer_runs(q, plans[q.question], retriever, chat, cfgs[name], [0])
+            preds[name][q.id] = pred.answer
+            seconds[name] += time.perf_counter() - t0
             print(
-                f"  {name} {q.id}: {pred.answer.answer_value} {list(pred.answer.ref_id)}", file=sys.stderr, flush=True
+                f"  {q.id} {name}: {pred.answer.answer_value} {list(pred.answer.ref_id)}", file=sys.stderr, flush=True
             )
-        r = score_predictions(asked, preds, known)
-        print(
-            f"{name:<12} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {seconds / len(asked):5.0f}", flush=True
-        )
+        for name in names:
+            r = score_predictions(asked[:n], preds[name], known)
+            print(
+                f"{n:<6} {name:<10} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {seconds[name] / n:5.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

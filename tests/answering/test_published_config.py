@@ -203,3 +203,10 @@ def test_the_configs_sensor_runs_no_invalid_file(tmp_path, monkeypatch) -> None:
     instance = instance_for(settings.lake.root)
     result = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
     assert [r.partition_key for r in result.run_requests] == ["good"]
+
+
+def test_the_planner_prompt_expands_abbreviations_and_splits_compound_questions() -> None:
+    from kohaku_rag.answering.planner import plan_request
+
+    user = plan_request("What are the PUE and WUE of the site?", 3).messages[1].content
+    assert "Spell out abbreviations" in user and "give each part its own query" in user

@@ -635,3 +635,16 @@ def test_explain_shows_retrieval_prompt_reply_and_vote(env, capsys):
 
 def load_qa_config_named(settings, name):
     return load_qa_config(settings.lake.root / "configs" / f"{name}.json")
+
+
+def test_planner_model_writes_the_queries(env):
+    settings, server, questions = env
+    planner = {"backend": "openai", "model": "planner-llm", "base_url": server.base_url, "api_key_env": None}
+    cfg = write_config(settings, "p", server, questions, retrieval={"planner_model": planner})
+    assert cfg.planner_llm.model == "planner-llm" and cfg.generation.llm.model == "scripted"
+    run_config(settings, "p", leaderboard_too=False)
+    models = {r.body["model"]: "ref_id" in _schema(r.body)["properties"] for r in server.requests}
+    assert models == {"planner-llm": False, "scripted": True}  # planner calls vs answer calls
+    # another planner model is another retrieval; the answering LLM alone is not
+    other = dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, planner_model=None))
+    assert other.retrieval_hash != cfg.retrieval_hash
