@@ -82,25 +82,25 @@ def main() -> None:
     retriever = open_retriever(lake, IndexConfig())
     chat = CachedChat(LlamaCppChat(ensure_bundled_model(args.models), n_ctx=4096), args.work / "llm")
     base = QAConfig(questions=str(csv))
-    started = time.perf_counter()
-    plans = {q.question: plan_for(q, chat, base) for q in questions}
-    print(
-        f"{len(gold)} questions with a gold document; planner: {chat.misses} LLM calls, {chat.hits} cached, "
-        f"{time.perf_counter() - started:.0f}s",
-        flush=True,
-    )
-
     header = f"{'setting':<28} {'queries':<9} {'MRR':>6} {'R@1':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/q':>6}"
-    print("\n" + header + "\n" + "-" * len(header))
-    for name, cfg in settings().items():
-        wide = replace(cfg, budget_chars=10**9, mark_sentences=0)
-        for label, queries_of in (("question", lambda q: [q]), ("planner", lambda q: list(plans[q]))):
-            m = evaluate(gold, lambda q, f=queries_of, c=wide: retriever.search(f(q), c), BUDGETS)
+
+    def table(label: str, queries_of) -> None:  # noqa: ANN001
+        for name, cfg in settings().items():
+            wide = replace(cfg, budget_chars=10**9, mark_sentences=0)
+            m = evaluate(gold, lambda q, c=wide: retriever.search(queries_of(q), c), BUDGETS)
             print(
                 f"{name:<28} {label:<9} {m.mrr:6.3f} {m.recall_at_1:6.3f} {m.evidence[4000]:6.3f} "
                 f"{m.evidence[8000]:6.3f} {1000 * m.seconds_per_query:6.0f}",
                 flush=True,
             )
+
+    # The question alone first (no LLM), then with the planner's queries.
+    print(f"{len(gold)} questions with a gold document\n\n{header}\n" + "-" * len(header), flush=True)
+    table("question", lambda q: [q])
+    started = time.perf_counter()
+    plans = {q.question: plan_for(q, chat, base) for q in questions}
+    print(f"planner: {chat.misses} LLM calls, {chat.hits} cached, {time.perf_counter() - started:.0f}s", flush=True)
+    table("planner", lambda q: list(plans[q]))
 
     if args.limit <= 0:
         return
