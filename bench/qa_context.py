@@ -88,19 +88,18 @@ def main() -> None:
         cfg = dataclasses.replace(base, budget_chars=budget)
         row("flat BM25, question only", lambda q: flat(q, budget))
         row("kohaku, question only", lambda q: retriever.search([q.question], cfg))
+        # "combined_max" is ours (the default); "combined" is KohakuRAG's published formula.
         for strategy, alpha, weight in [
-            ("combined", 0.5, 1.0),
-            ("frequency", 0.5, 1.0),
-            ("score", 0.5, 1.0),
-            ("combined", 0.25, 0.5),
-            ("combined", 0.25, 0.25),
+            ("combined_max", 0.5, 1.0),
+            ("frequency", None, 1.0),
+            ("score", None, 1.0),
+            ("combined_max", 0.25, 0.5),
+            ("combined_max", 0.25, 0.25),
+            ("combined", 0.4, 1.0),
         ]:
             c = dataclasses.replace(cfg, rerank=strategy, alpha=alpha, planned_query_weight=weight)
-            marker = (
-                "  (default)"
-                if (strategy, alpha, weight) == (base.rerank, base.alpha, base.planned_query_weight)
-                else ""
-            )
+            default = (base.rerank, base.effective_alpha, base.planned_query_weight)
+            marker = "  (default)" if (strategy, c.effective_alpha, weight) == default else ""
             row(
                 f"kohaku + planner, {strategy} a={alpha} w={weight}{marker}", lambda q: retriever.search(plans[q.id], c)
             )

@@ -4,7 +4,7 @@ In one run, question by question (so partial results are comparable when stopped
   naive     the question alone, flat BM25 over 800-character chunks of the WattBot text,
             one run, no planner, no retries, no evidence quote, the reply's own true/false
             verdict, the same LLM, prompt and context budget (plain RAG);
-  kohaku    the default QAConfig (planner, hybrid hierarchical retrieval, combined rerank,
+  kohaku    the default QAConfig (planner, hybrid hierarchical retrieval, combined_max rerank,
             evidence sentences marked, context before question, is_blank retries, a verbatim
             evidence quote before true/false verdicts, the verdict from the model's
             probabilities), 5 runs

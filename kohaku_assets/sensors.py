@@ -26,6 +26,8 @@ from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_en
 from kohaku_assets.partitions import DOCUMENTS, configs, documents, ensemble_specs
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
+from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
+from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
@@ -141,8 +143,11 @@ def folder_sensor(
     files_of: Callable[[Path], dict[str, Path]],
     folder_of: Callable[[Path], Path],
     description: str,
+    validate: Callable[[Path], object] = lambda _path: None,
 ) -> SensorDefinition:
-    """A sensor keeping one partition per file of a folder, running new and edited files."""
+    """A sensor keeping one partition per file of a folder, running new and edited files.
+    A file that `validate` refuses (a ValueError naming the file, line and key) is not run:
+    the sensor logs the error and runs it once the file changes again."""
 
     @sensor(
         name=name,
@@ -160,6 +165,15 @@ def folder_sensor(
         add, delete, run = sensor_plan(versions, registered, cursor)
         if not (add or delete or run):
             return SkipReason(f"nothing in {folder_of(folder)} changed")
+        files = files_of(folder)
+        refused = []
+        for key in run:
+            try:
+                validate(files[key])
+            except ValueError as exc:
+                context.log.error(f"not run: {exc}")
+                refused.append(key)
+        run = [key for key in run if key not in refused]
         return SensorResult(
             run_requests=[
                 RunRequest(run_key=f"{key}:{versions[key]}", partition_key=key, job_name=job.name) for key in run
@@ -178,6 +192,7 @@ configs_sensor = folder_sensor(
     config_files,
     lambda folder: folder,
     "Watches the configs folder: one partition per config file; runs new and edited ones.",
+    load_qa_config,
 )
 ensemble_specs_sensor = folder_sensor(
     "ensemble_specs_sensor",
@@ -186,6 +201,7 @@ ensemble_specs_sensor = folder_sensor(
     ensemble_files,
     ensembles_dir,
     "Watches the configs folder's ensembles/: one partition per spec file; runs new and edited ones.",
+    load_ensemble_spec,
 )
 
 SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor]

@@ -95,6 +95,7 @@ class Rag:
             cfg,
             seed=seed,
             images=lambda h: self.lake.blob(h).read_bytes(),
+            planner_chat=self.models.chat(cfg.planner_llm, self.lake) if cfg.retrieval.planner_model else None,
         )
         if pred.error:  # a failed LLM call is not an answer
             raise BackendError(pred.error)

@@ -102,7 +102,7 @@ def retrievals(
     todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
     reused = not todo
     if todo:
-        chat = models.chat(cfg.generation.llm, lake) if cfg.retrieval.use_planner else None
+        chat = models.chat(cfg.planner_llm, lake) if cfg.retrieval.use_planner else None
         rows = st.compute_retrievals(
             todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
         )
@@ -172,6 +172,8 @@ def predictions(
                 st.run_path(lake, keys.prediction, run),
                 {"generation_hash": cfg.generation_hash, "run": str(run)},
             )
+            # The prompts and raw replies of every attempt, for `kohaku explain`.
+            st.write_rows(st.debug_rows(preds), st.debug_path(lake, keys.prediction, run))
         after = _calls(chat)
         hits, misses = after[0] - before[0], after[1] - before[1]
     runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]

@@ -11,6 +11,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from kohaku_assets.cli import config as config_cli
+from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
@@ -181,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     add_parsers(sub, common, _settings)
+    config_cli.add_parser(sub, common, _settings)
+    explain_cli.add_parser(sub, common, _settings)
     return parser
 
 

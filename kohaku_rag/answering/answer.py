@@ -41,6 +41,7 @@ from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, UnusableReply, extract_json, l
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.stores.vectors import MAX_K
 
 SYSTEM = (
     "You answer questions using only the context passages. Each passage starts with its "
@@ -77,6 +78,9 @@ class Prediction:
     # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
     verdict_logodds: float | None = None
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
+    # Every LLM call of this run: {"attempt", "kind" (answer/verdict), "k", "prompt", "reply"}
+    # (stored in the debug table, not in rows).
+    debug: tuple[dict[str, Any], ...] = ()
 
     def cited(self) -> list[ContextItem]:
         """The context snippets that support the answer (node ids and pages): those of the
@@ -109,6 +113,7 @@ class Prediction:
             "cached_calls": self.cached_calls,
             "error": self.error,
             "verdict_logodds": self.verdict_logodds,
+            "confidence": a.confidence,
             "cited_nodes": [i.node_id for i in self.cited()],
         }
 
@@ -131,12 +136,13 @@ def prediction_from_row(row: dict[str, Any]) -> Prediction:
         explanation=row["explanation"],
         is_blank=bool(row["is_blank"]),
         supporting_materials=row["supporting_materials"],
+        confidence=row.get("confidence"),
     )
     # Rows written before a column existed read back as that field's default.
     values = {
         f.name: row.get(f.name, f.default)
         for f in dataclasses.fields(Prediction)
-        if f.name not in ("question_id", "answer", "context")
+        if f.name not in ("question_id", "answer", "context", "debug")
     }
     return Prediction(question_id=row["id"], answer=answer, **values)
 
@@ -305,6 +311,7 @@ def answer_request(
         max_tokens=gen.max_tokens,
         seed=seed,
         json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
+        reply_logprobs=gen.reply_confidence,
     )
 
 
@@ -405,6 +412,15 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
             )
             continue
         _count(group[0], res)
+        group[0].log.append(
+            {
+                "attempt": group[0].attempts,
+                "kind": "verdict",
+                "k": len(group[0].items),
+                "prompt": prompt_text(verdict_request(question, group[0].items, gen)),
+                "reply": " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5]),
+            }
+        )
         logodds = verdict_logodds(res.top_logprobs)
         for run in group:
             assert run.answer is not None
@@ -416,8 +432,20 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
 
 
 def deepen(cfg: RetrievalConfig, level: int) -> RetrievalConfig:
-    """Retry level n (1 = first try): n× the context units and n× the character budget."""
-    return dataclasses.replace(cfg, top_k_final=cfg.top_k_final * level, budget_chars=cfg.budget_chars * level)
+    """Retry level n (1 = first try): n× the per-query hits (top_k and bm25_top_k, as
+    KohakuRAG's k, 2k, 3k), n× the context units (no cut stays no cut) and n× the budget."""
+    return dataclasses.replace(
+        cfg,
+        top_k=min(cfg.top_k * level, MAX_K),
+        bm25_top_k=cfg.bm25_top_k * level,
+        top_k_final=None if cfg.top_k_final is None else cfg.top_k_final * level,
+        budget_chars=cfg.budget_chars * level,
+    )
+
+
+def counts_as_blank(answer: Answer | None) -> bool:
+    """An abstention, or an answer citing no document (KohakuRAG retries both)."""
+    return answer is not None and (answer.is_blank or not answer.ref_id)
 
 
 @dataclass
@@ -433,6 +461,12 @@ class _Run:
     items: tuple[ContextItem, ...] = ()
     error: str = ""
     verdict_logodds: float | None = None
+    log: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def prompt_text(req: ChatRequest) -> str:
+    """A request's messages as the model read them (roles as headers)."""
+    return "\n\n".join(f"[{m.role}]\n{m.content}" for m in req.messages)
 
 
 def _ask(
@@ -458,9 +492,14 @@ def _ask(
             items = items[: min(len(items) - 1, (len(items) * 3) // 4)]
             continue
         doc_ids = context_doc_ids(items)
+        prompt = prompt_text(shared)
         for run, res in zip(runs, results, strict=True):
             run.attempts += 1
             run.items = tuple(items)
+            reply = f"{type(res).__name__}: {res}" if isinstance(res, Exception) else res.text
+            run.log.append(
+                {"attempt": run.attempts, "kind": "answer", "k": len(items), "prompt": prompt, "reply": reply}
+            )
             if isinstance(res, UnusableReply):  # a reply, though unusable: an abstention like bad JSON
                 log.warning("%s: %s", question.id, res)
                 run.answer = Answer.blank(question.answer_unit)
@@ -470,8 +509,15 @@ def _ask(
                 run.answer = Answer.blank(question.answer_unit)
                 continue
             _count(run, res)
-            run.answer = parse_reply(res.text, question, doc_ids)
+            run.answer = with_confidence(parse_reply(res.text, question, doc_ids), res)
         return items
+
+
+def with_confidence(answer: Answer, res: ChatResult) -> Answer:
+    """The answer with the reply's mean token probability as its confidence (when known)."""
+    if res.mean_logprob is None:
+        return answer
+    return dataclasses.replace(answer, confidence=float(np.exp(res.mean_logprob)))
 
 
 def _count(run: _Run, res: ChatResult) -> None:
@@ -506,7 +552,7 @@ def answer_runs(
             if [i.node_id for i in level_items[level]] == [i.node_id for i in level_items[level - 1]]:
                 break  # nothing more to find: a deeper retry would ask the same thing
         _ask(chat, question, level_items[level], cfg.generation, pending, images)
-        pending = [r for r in pending if r.answer is not None and r.answer.is_blank and not r.error]
+        pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:
             break
     if is_true_false(question) and cfg.generation.true_false_verdict == "probability":
@@ -531,6 +577,7 @@ def answer_runs(
                 error=run.error,
                 verdict_logodds=run.verdict_logodds,
                 context=run.items,
+                debug=tuple(run.log),
             )
         )
     return out
@@ -549,10 +596,12 @@ def answer_question(
     cfg: QAConfig,
     seed: int = 0,
     images: ImageLoader | None = None,
+    planner_chat: ChatModel | None = None,
 ) -> Prediction:
-    """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all of it)."""
+    """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all
+    of it). `planner_chat` writes the queries when the config names a planner_model."""
     started = time.perf_counter()
-    queries = plan_for(question, chat, cfg)
+    queries = plan_for(question, planner_chat or chat, cfg)
     (prediction,) = answer_runs(question, queries, retriever, chat, cfg, [seed], images=images)
     return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from kohaku_rag.config_files import from_mapping, read_config_data, stable_hash
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES
+from kohaku_rag.config_files import ConfigKeyError, from_mapping, locate, read_config_data, stable_hash
+from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.lake import check_key
 
 
@@ -31,9 +31,9 @@ from kohaku_rag.lake import check_key
 class EnsembleSpec:
     configs: tuple[str, ...]
     pool: Literal["runs", "ensembles"] = "runs"
-    mode: str = "answer_priority"
+    mode: VoteMode = "answer_priority"
     ignore_blank: bool = True
-    tiebreak: str = "first"
+    tiebreak: Tiebreak = "first"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "configs", tuple(self.configs))
@@ -65,6 +65,8 @@ def load_ensemble_spec(path: Path) -> EnsembleSpec:
     data = read_config_data(path)
     try:
         return from_mapping(EnsembleSpec, data)
+    except ConfigKeyError as exc:
+        raise ValueError(locate(path, exc, what="ensemble file")) from exc
     except (TypeError, ValueError) as exc:
         raise ValueError(f"ensemble file {path}: {exc}") from exc
 

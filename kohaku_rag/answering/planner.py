@@ -13,6 +13,8 @@ from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
 from kohaku_rag.llm.base import extract_json, loads_json
 
+# The planner prompt as of this number: bump it when it changes (stored retrievals are keyed by it).
+PLAN_FORMAT = 2
 SYSTEM = (
     "You write search queries for a keyword and semantic search over research papers about "
     "the energy use, carbon emissions and water use of AI. Reply with JSON only."
@@ -50,7 +52,8 @@ def plan_request(question: str, max_queries: int) -> ChatRequest:
         f"Question: {question}\n\n"
         f"Write {extra} short search queries that would find the passage answering this question. "
         "Use other words than the question: synonyms, the likely name of the measured quantity, "
-        "model or hardware names, units. "
+        "model or hardware names, units. Spell out abbreviations (and give the abbreviation for "
+        "a spelled-out name). If the question asks several things, give each part its own query. "
         'Reply as {"queries": ["...", "..."]}.'
     )
     return ChatRequest(

@@ -19,10 +19,18 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from kohaku_rag.config_files import CONFIG_SUFFIXES, from_mapping, read_config_data, stable_hash
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES
+from kohaku_rag.answering.planner import PLAN_FORMAT
+from kohaku_rag.config_files import (
+    CONFIG_SUFFIXES,
+    ConfigKeyError,
+    from_mapping,
+    locate,
+    read_config_data,
+    stable_hash,
+)
+from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -47,6 +55,8 @@ class RetrievalPart:
     # The paper's planner: the LLM writes up to n search queries; the question is always one.
     use_planner: bool = True
     planner_max_queries: int = 3
+    # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
+    planner_model: LLMSpec | None = None
     # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
     # window for the prompt, the reply, and one deepening retry (see answer.py).
     search: RetrievalConfig = field(default_factory=RetrievalConfig)
@@ -73,14 +83,17 @@ class GenerationPart:
     max_retries: int = 2
     # The reply first copies one context sentence verbatim (the schema offers the context's
     # sentences): for "true_false" questions only, "all" questions, or "off".
-    quote_evidence: str = "true_false"
+    quote_evidence: Literal["off", "true_false", "all"] = "true_false"
     # Who decides a true/false statement: "probability" asks the model once more, for one
     # word, and calls the statement true only when log P(True) - log P(False) reaches
     # true_false_margin; "reply" keeps the reply's own 1/0. A 1.5B model's reply calls
     # almost every statement on the context's topic true; its probabilities still rank the
     # supported ones higher. The margin was chosen on train_QA's statements.
-    true_false_verdict: str = "probability"
+    true_false_verdict: Literal["probability", "reply"] = "probability"
     true_false_margin: float = 1.5
+    # Each reply's confidence from the model's token probabilities (the mean probability of
+    # its tokens, Answer.confidence), which the vote's highest_confidence tiebreak reads.
+    reply_confidence: bool = False
 
     def __post_init__(self) -> None:
         if self.max_retries < 0:
@@ -105,9 +118,9 @@ class GenerationPart:
 @dataclass(frozen=True)
 class VotingPart:
     runs: int = 1
-    mode: str = "answer_priority"
+    mode: VoteMode = "answer_priority"
     ignore_blank: bool = True
-    tiebreak: str = "first"
+    tiebreak: Tiebreak = "first"
 
     def __post_init__(self) -> None:
         if self.runs < 1:
@@ -125,14 +138,29 @@ class QAConfig:
     generation: GenerationPart = field(default_factory=GenerationPart)
     voting: VotingPart = field(default_factory=VotingPart)
 
+    def __post_init__(self) -> None:
+        if self.voting.tiebreak == "highest_confidence" and not self.generation.reply_confidence:
+            raise ConfigKeyError(
+                "voting.tiebreak",
+                '"highest_confidence" needs a confidence per run: set [generation] reply_confidence = true '
+                "(the mean token probability of each reply)",
+            )
+
     @property
     def retrieval_hash(self) -> str:
         payload: dict[str, Any] = {"questions": self.questions, "retrieval": dataclasses.asdict(self.retrieval)}
         if self.retrieval.use_planner:
             # The planner's queries depend on which model writes them, not on how it is reached.
-            llm = self.generation.llm
+            llm = self.planner_llm
             payload["planner_llm"] = [llm.backend, llm.model, llm.base_url, llm.n_ctx]
+            payload["plan_format"] = PLAN_FORMAT
+        payload["retrieval"].pop("planner_model", None)
         return stable_hash(payload)
+
+    @property
+    def planner_llm(self) -> LLMSpec:
+        """The LLM that writes the search queries."""
+        return self.retrieval.planner_model or self.generation.llm
 
     @property
     def generation_hash(self) -> str:
@@ -150,43 +178,129 @@ class QAConfig:
         return dataclasses.asdict(self)
 
 
-# KohakuRAG's own names for two retrieval keys.
-RETRIEVAL_ALIASES = {"rerank_strategy": "rerank", "retrieval_threshold": "threshold"}
+# The config file format: 2 since rerank "combined" means KohakuRAG's published formula
+# (before, it named what is now "combined_max"). `dump_toml`/`dump_json` write it.
+CONFIG_VERSION = 2
+TOP_KEYS = ("questions", "config_version", "retrieval", "generation", "voting")
+
+# KohakuRAG's key names that mean what ours mean: alias -> (table, our key). They are read
+# at the top level (KohakuRAG's configs are flat) or inside their table.
+KOHAKU_ALIASES: dict[str, tuple[str, str]] = {
+    "rerank_strategy": ("retrieval", "rerank"),
+    "retrieval_threshold": ("retrieval", "threshold"),
+    "deduplicate_retrieval": ("retrieval", "dedup"),
+    "top_k_final": ("retrieval", "top_k_final"),
+    "top_k": ("retrieval", "top_k"),
+    "planner_model": ("retrieval", "planner_model"),
+    "planner_max_queries": ("retrieval", "planner_max_queries"),
+    "max_retries": ("generation", "max_retries"),
+    "use_reordered_prompt": ("generation", "use_reordered_prompt"),
+    "max_concurrent": ("generation.llm", "max_concurrent"),
+}
+RETRIEVAL_ALIASES = {k: key for k, (table, key) in KOHAKU_ALIASES.items() if table == "retrieval" and k != key}
+# KohakuRAG's rerank_strategy values in our names ("score" there sums the scores).
+KOHAKU_RERANKS = {"combined": "combined", "frequency": "frequency", "score": "score_sum", "none": "none"}
+# KohakuRAG keys that decide what the index holds: they belong to the index config.
+INDEX_TIME_KEYS = (
+    "embedding_model",
+    "embedding_dim",
+    "embedding_task",
+    "db",
+    "table_prefix",
+    "paragraph_embedding_mode",
+)
+
+
+def _kohaku_value(alias: str, value: Any) -> Any:
+    """A KohakuRAG value in our terms (only where the spelling differs)."""
+    if alias == "rerank_strategy":
+        if value is None:
+            return "none"
+        if not isinstance(value, str) or value.lower() not in KOHAKU_RERANKS:
+            raise ConfigKeyError(
+                f"retrieval.{alias}",
+                f"{json.dumps(value)} is not one of KohakuRAG's rerank strategies: {', '.join(KOHAKU_RERANKS)}",
+            )
+        return KOHAKU_RERANKS[value.lower()]
+    if alias == "deduplicate_retrieval":
+        if not isinstance(value, bool):
+            raise ConfigKeyError(f"retrieval.{alias}", f"expected true or false, got {json.dumps(value)}")
+        return "node_id" if value else "none"
+    if alias == "planner_model" and isinstance(value, str):
+        return {"model": value}  # KohakuRAG names the model; the backend is the answerer's
+    return value
 
 
 def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -> QAConfig:
-    """Build a QAConfig from parsed TOML/JSON, refusing unknown keys by name.
+    """Build a QAConfig from parsed TOML/JSON, refusing unknown keys by name and wrong values
+    by key (`ConfigKeyError`, a ValueError, names the dotted key).
 
     A relative `questions` path is taken relative to `base_dir` (the config file's folder).
     """
     data = dict(data)
-    unknown = sorted(set(data) - {"questions", "retrieval", "generation", "voting"})
+    raw = {name: data.pop(name, None) or {} for name in ("retrieval", "generation", "voting")}
+    for name, table in raw.items():
+        if not isinstance(table, dict):
+            raise ConfigKeyError(name, f"expected a table, got {type(table).__name__}")
+    tables: dict[str, dict[str, Any]] = {name: dict(table) for name, table in raw.items()}
+    tables["generation.llm"] = dict(tables["generation"].pop("llm", None) or {})
+    for where, table in [("", data), *tables.items()]:
+        for key in INDEX_TIME_KEYS:
+            if key in table:
+                raise ConfigKeyError(
+                    f"{where}.{key}" if where else key,
+                    f"{key} decides what the index holds: set it in the index config (`kohaku index "
+                    "--index-config FILE`, e.g. [embedder] model = ...), not in a QA config",
+                )
+    # KohakuRAG's names, at the top level or in their own table.
+    used_alias: dict[tuple[str, str], str] = {}
+    for alias, (table, key) in KOHAKU_ALIASES.items():
+        for source in (data, tables[table]):
+            if alias not in source or (source is tables[table] and alias == key):
+                continue
+            if key in tables[table] or (table, key) in used_alias:
+                raise ConfigKeyError(f"{table}.{key}", f"give {key} or its alias {alias}, not both")
+            tables[table][key] = _kohaku_value(alias, source.pop(alias))
+            used_alias[(table, key)] = alias
+    unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
-        raise ValueError(f"unknown QAConfig keys {unknown}; known: questions, retrieval, generation, voting")
-    retrieval = dict(data.get("retrieval") or {})
-    for alias, key in RETRIEVAL_ALIASES.items():  # the paper's key names are accepted too
-        if alias in retrieval:
-            if key in retrieval:
-                raise ValueError(f"retrieval: give {key} or its alias {alias}, not both")
-            retrieval[key] = retrieval.pop(alias)
-    planner = {k: retrieval.pop(k) for k in ("use_planner", "planner_max_queries") if k in retrieval}
-    if "dense_kinds" in retrieval:
-        retrieval["dense_kinds"] = tuple(retrieval["dense_kinds"])
-    generation = dict(data.get("generation") or {})
-    llm = from_mapping(LLMSpec, dict(generation.pop("llm", None) or {}))
-    questions = str(data.get("questions") or default_questions())
+        raise ConfigKeyError(unknown[0], f"unknown QAConfig keys {unknown}; known: {', '.join(TOP_KEYS)}")
+    version = data.get("config_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= CONFIG_VERSION:
+        raise ConfigKeyError("config_version", f"expected 1 or {CONFIG_VERSION}, got {json.dumps(version)}")
+    retrieval = tables["retrieval"]
+    if version < 2 and retrieval.get("rerank") == "combined" and ("retrieval", "rerank") not in used_alias:
+        raise ConfigKeyError(
+            "retrieval.rerank",
+            '"combined" now means KohakuRAG\'s published rerank (0.4 x freq/max freq + 0.6 x summed '
+            'score/max); this file predates it, when "combined" meant what is now "combined_max" (the '
+            'default). Write rerank = "combined_max" to keep what the file meant, or add '
+            f"config_version = {CONFIG_VERSION} at the top to mean the published formula",
+        )
+    planner: dict[str, Any] = {
+        k: retrieval.pop(k) for k in ("use_planner", "planner_max_queries", "planner_model") if k in retrieval
+    }
+    search = from_mapping(RetrievalConfig, retrieval, "retrieval")
+    llm = from_mapping(LLMSpec, tables["generation.llm"], "generation.llm")
+    questions = data.get("questions") or default_questions()
+    if not isinstance(questions, str):
+        raise ConfigKeyError("questions", f"expected a path, got {type(questions).__name__}")
     if base_dir is not None and not Path(questions).is_absolute():
         questions = str((base_dir / questions).resolve())
     return QAConfig(
         questions=questions,
-        retrieval=RetrievalPart(search=from_mapping(RetrievalConfig, retrieval), **planner),
-        generation=from_mapping(GenerationPart, {**generation, "llm": llm}),
-        voting=from_mapping(VotingPart, dict(data.get("voting") or {})),
+        retrieval=from_mapping(RetrievalPart, {**planner, "search": search}, "retrieval"),
+        generation=from_mapping(GenerationPart, {**tables["generation"], "llm": llm}, "generation"),
+        voting=from_mapping(VotingPart, tables["voting"], "voting"),
     )
 
 
+# Our key -> KohakuRAG's name, to find the line of a key a file gave under its alias.
+ALIAS_NAMES = {key: alias for alias, (_table, key) in KOHAKU_ALIASES.items() if alias != key}
+
+
 def load_qa_config(path: Path) -> QAConfig:
-    """One config file; errors name the file."""
+    """One config file; errors name the file, the line and the key."""
     path = Path(path)
     if path.suffix not in CONFIG_SUFFIXES:
         raise ValueError(f"config file {path}: use a .toml or .json file")
@@ -194,6 +308,8 @@ def load_qa_config(path: Path) -> QAConfig:
     data = read_config_data(path)
     try:
         return qa_config_from_mapping(data, path.parent)
+    except ConfigKeyError as exc:
+        raise ValueError(locate(path, exc, ALIAS_NAMES)) from exc
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config file {path}: {exc}") from exc
 
@@ -203,6 +319,7 @@ def config_to_mapping(cfg: QAConfig) -> dict[str, Any]:
     data = cfg.as_dict()
     retrieval = {**{k: v for k, v in data["retrieval"].items() if k != "search"}, **data["retrieval"]["search"]}
     return {
+        "config_version": CONFIG_VERSION,
         "questions": cfg.questions,
         "retrieval": retrieval,
         "generation": data["generation"],
@@ -213,6 +330,10 @@ def config_to_mapping(cfg: QAConfig) -> dict[str, Any]:
 def dump_json(cfg: QAConfig) -> str:
     """A JSON config file holding `cfg` exactly (JSON, unlike TOML, can say null)."""
     return json.dumps(config_to_mapping(cfg), indent=2, sort_keys=True) + "\n"
+
+
+# Settings whose None is written as "none" in TOML (no null there); others are left out.
+NONE_AS_TEXT = ("top_k_final",)
 
 
 def dump_toml(cfg: QAConfig) -> str:
@@ -230,13 +351,23 @@ def dump_toml(cfg: QAConfig) -> str:
 
     def table(name: str, items: dict[str, Any]) -> list[str]:
         lines = [f"[{name}]"]
-        lines += [f"{k} = {value(v)}" for k, v in items.items() if v is not None and not isinstance(v, dict)]
+        for k, v in items.items():
+            if isinstance(v, dict):
+                continue
+            if v is None:
+                if k in NONE_AS_TEXT:  # read back as None ("none" where a string is not allowed)
+                    lines.append(f'{k} = "none"')
+                continue
+            lines.append(f"{k} = {value(v)}")
         return lines + [""]
 
     data = config_to_mapping(cfg)
     retrieval = data["retrieval"]
     generation = {k: v for k, v in data["generation"].items() if k != "llm"}
-    lines = [f"questions = {value(cfg.questions)}", ""]
-    lines += table("retrieval", retrieval) + table("generation", generation)
+    lines = [f"config_version = {CONFIG_VERSION}", f"questions = {value(cfg.questions)}", ""]
+    lines += table("retrieval", retrieval)
+    if retrieval.get("planner_model"):
+        lines += table("retrieval.planner_model", retrieval["planner_model"])
+    lines += table("generation", generation)
     lines += table("generation.llm", data["generation"]["llm"]) + table("voting", data["voting"])
     return "\n".join(lines)

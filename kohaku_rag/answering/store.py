@@ -113,6 +113,20 @@ def ensemble_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "ensembles" / f"{key}.parquet"
 
 
+def debug_path(lake: Lake, key: str, run: int) -> Path:
+    """Every LLM call of run `run` (prompt and raw reply) under its prediction key."""
+    return qa_dir(lake) / "debug" / key / f"run-{run}.parquet"
+
+
+def debug_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
+    return [{"id": p.question_id, "run": p.run, **call} for p in preds for call in p.debug]
+
+
+def read_debug(lake: Lake, key: str, run: int) -> list[dict[str, Any]]:
+    path = debug_path(lake, key, run)
+    return pq.read_table(path).to_pylist() if path.exists() else []
+
+
 def score_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "scores" / f"{key}.parquet"
 
@@ -370,6 +384,7 @@ def answer_rows(answers: dict[str, Answer]) -> list[dict[str, Any]]:
             "explanation": a.explanation,
             "is_blank": a.is_blank,
             "supporting_materials": a.supporting_materials,
+            "confidence": a.confidence,
         }
         for qid, a in answers.items()
     ]
@@ -385,6 +400,7 @@ def read_answers(path: Path) -> dict[str, Answer]:
             row["explanation"],
             bool(row["is_blank"]),
             row["supporting_materials"],
+            confidence=row.get("confidence"),
         )
         for row in pq.read_table(path).to_pylist()
     }

@@ -398,3 +398,42 @@ def _closest_id(ref: str, known: set[str]) -> str | None:
     if len(scored) > 1 and scored[1][0] == scored[0][0]:
         return None
     return scored[0][1]
+
+
+# ── unit conversion (for grouping votes) ────────────────────────────────────
+
+_SI_PREFIXES = {"": 0, "k": 3, "K": 3, "M": 6, "G": 9, "T": 12, "P": 15, "m": -3, "\u00b5": -6, "u": -6, "n": -9}
+# Units a prefix scales (SI and the few the WattBot answers use); "W" and "Wh" stay apart.
+_SI_BASES = ("Wh", "W", "J", "g", "gCO2e", "gCO2", "tCO2e", "tCO2", "t", "B", "Hz", "L", "FLOP", "FLOPs", "FLOPS", "eV")
+
+
+def _split_prefix(unit: str) -> tuple[int, str] | None:
+    unit = unit.strip()
+    for base in sorted(_SI_BASES, key=len, reverse=True):
+        if unit.endswith(base) and unit[: len(unit) - len(base)] in _SI_PREFIXES:
+            return _SI_PREFIXES[unit[: len(unit) - len(base)]], base
+    return None
+
+
+def unit_factor(from_unit: str, to_unit: str) -> Decimal | None:
+    """The factor that turns a number in `from_unit` into `to_unit` when they differ only by
+    an SI prefix ("kW" -> "MW": 0.001; "W" -> "MW": 1e-6); None when they are not the same
+    base unit (or are equal)."""
+    a, b = _split_prefix(from_unit), _split_prefix(to_unit)
+    if a is None or b is None or a[1] != b[1] or a[0] == b[0]:
+        return None
+    return Decimal(10) ** (a[0] - b[0])
+
+
+def in_unit(value: ParsedValue, unit: str) -> ParsedValue:
+    """A number or range whose text named another prefix of `unit` ("1500 kW" for "MW"),
+    converted to `unit` ("1.5"); anything else unchanged."""
+    if value.kind not in ("number", "range") or not value.unit or is_blank_value(unit):
+        return value
+    factor = unit_factor(value.unit, unit)
+    if factor is None:
+        return value
+    numbers = tuple(n * factor for n in value.numbers)
+    if value.kind == "number":
+        return ParsedValue("number", format_number(numbers[0]), numbers, None)
+    return ParsedValue("range", f"[{format_number(numbers[0])},{format_number(numbers[1])}]", numbers, None)

@@ -11,11 +11,17 @@ intersection, `ignore_blank` and tiebreak first/blank):
 * answer_priority: the answer is voted first, then the ref set among runs that gave it;
 * union / intersection: the answer is voted, then the ref ids of the runs that gave it
   are united / intersected;
+* majority (the reference scripts' `majority`): the answer is voted, and the ref ids of
+  every run (after ignore_blank) are united, whatever answer each gave;
+* first_non_blank (the reference scripts' fallback): the first run that answered, as it
+  answered (all blank: the abstention);
 * ignore_blank: blank answers are dropped before voting unless every run is blank;
   in the ref-set votes, empty ref sets are dropped the same way (KohakuRAG filters
   "is_blank" out of every majority vote it makes, ref votes included).
 
 Where this module goes beyond KohakuRAG, which compares answer strings exactly:
+* a number written in another SI prefix of the question's unit ("1500 kW", "1500000 W"
+  for unit MW) is converted to that unit first, so it groups with "1.5";
 * numbers within ±0.1 % of a group's first member (the scoring tolerance), ranges whose
   endpoints are, equal categories under `canon_text`, and all blanks each form one group;
   ref sets are compared as sets of lower-cased ids (order and spelling of the list
@@ -29,7 +35,10 @@ Where this module goes beyond KohakuRAG, which compares answer strings exactly:
                         ref-set vote: the smallest set), then first;
     highest_confidence  the group holding the single most confident run
                         (`Answer.confidence`; None ranks lowest), then first; an error
-                        if no tied run carries a confidence;
+                        if no tied run carries a confidence. The answering pipeline
+                        sets it from the model's token probabilities (the mean token
+                        probability of the reply) when [generation] reply_confidence is
+                        on, which a config with this tiebreak must turn on;
     blank               a tied answer vote abstains (KohakuRAG's "blank" abstains only
                         when every run differs; this is the same rule applied to any
                         tie at the top); ref-set ties fall back to first.
@@ -44,10 +53,19 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, get_args
 
-from kohaku_rag.evaluation.normalise import ParsedValue, canon_text, is_blank_value, parse_ref_ids, parse_value
+from kohaku_rag.evaluation.normalise import (
+    ParsedValue,
+    canon_text,
+    in_unit,
+    is_blank_value,
+    parse_ref_ids,
+    parse_value,
+)
 from kohaku_rag.evaluation.records import Answer
 
-VoteMode = Literal["independent", "answer_priority", "ref_priority", "union", "intersection"]
+VoteMode = Literal[
+    "independent", "answer_priority", "ref_priority", "union", "intersection", "majority", "first_non_blank"
+]
 Tiebreak = Literal["first", "shortest_ref", "highest_confidence", "blank"]
 VOTE_MODES: tuple[str, ...] = get_args(VoteMode)
 TIEBREAKS: tuple[str, ...] = get_args(Tiebreak)
@@ -79,6 +97,10 @@ def vote(answers: Sequence[Answer], mode: str, ignore_blank: bool = True, tiebre
     if ignore_blank and any(not r.blank for r in runs):
         runs = [r for r in runs if not r.blank]
 
+    if mode == "first_non_blank":
+        first = next((r for r in runs if not r.blank), None)
+        return _abstain(runs) if first is None else _result([first], first.refs)
+
     if mode == "ref_priority":
         ref_group = _vote_refs(runs, ignore_blank, tiebreak)
         value_group = _vote_values(ref_group, tiebreak)
@@ -95,6 +117,8 @@ def vote(answers: Sequence[Answer], mode: str, ignore_blank: bool = True, tiebre
         refs = _vote_refs(value_group, ignore_blank, tiebreak)[0].refs
     elif mode == "union":
         refs = tuple(dict.fromkeys(ref for run in value_group for ref in run.refs))
+    elif mode == "majority":
+        refs = tuple(dict.fromkeys(ref for run in runs for ref in run.refs))
     else:  # intersection
         common = set.intersection(*(set(run.refs) for run in value_group))
         refs = tuple(ref for ref in _base(value_group).refs if ref in common)
@@ -106,7 +130,8 @@ def vote(answers: Sequence[Answer], mode: str, ignore_blank: bool = True, tiebre
 
 def _read(index: int, answer: Answer) -> _Run:
     blank = answer.is_blank or is_blank_value(answer.answer_value)
-    value = ParsedValue("blank", "is_blank") if blank else parse_value(answer.answer_value)
+    unit = answer.answer_unit
+    value = ParsedValue("blank", "is_blank") if blank else in_unit(parse_value(answer.answer_value), unit)
     return _Run(index, answer, value, parse_ref_ids(answer.ref_id))
 
 

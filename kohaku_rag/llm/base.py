@@ -82,6 +82,9 @@ class ChatRequest:
     # When > 0, the result carries this many most likely first tokens of the reply with
     # their log-probabilities (ChatResult.top_logprobs): a verdict read as probabilities.
     top_logprobs: int = 0
+    # When True, the result carries the mean log-probability of the reply's tokens
+    # (ChatResult.mean_logprob): a confidence per reply, for the highest_confidence tiebreak.
+    reply_logprobs: bool = False
 
     def __post_init__(self) -> None:
         messages = tuple(self.messages)
@@ -139,6 +142,8 @@ class ChatResult:
     # (token text, log-probability) of the reply's first token, most likely first, when
     # the request asked for top_logprobs.
     top_logprobs: tuple[tuple[str, float], ...] = ()
+    # The mean log-probability of the reply's tokens when the request asked for it.
+    mean_logprob: float | None = None
 
 
 @runtime_checkable

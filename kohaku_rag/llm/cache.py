@@ -46,6 +46,7 @@ def request_key(model_id: str, req: ChatRequest) -> str:
         req.json_schema,
         # Joins the key only when asked for, so the keys of plain requests never change.
         *([req.top_logprobs] if req.top_logprobs else []),
+        *(["reply_logprobs"] if req.reply_logprobs else []),
     ]
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
 
@@ -75,6 +76,8 @@ class CachedChat:
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
         if "top_logprobs" not in columns:  # a cache written before replies carried logprobs
             self._db.execute("ALTER TABLE responses ADD COLUMN top_logprobs TEXT NOT NULL DEFAULT '[]'")
+        if "mean_logprob" not in columns:  # a cache written before replies carried confidences
+            self._db.execute("ALTER TABLE responses ADD COLUMN mean_logprob REAL")
 
     def __repr__(self) -> str:
         return f"CachedChat({self.inner!r}, {str(self.path)!r})"
@@ -110,19 +113,29 @@ class CachedChat:
 
     def _get(self, key: str) -> ChatResult | None:
         row = self._db.execute(
-            "SELECT text, prompt_tokens, completion_tokens, seconds, top_logprobs FROM responses WHERE key = ?", (key,)
+            "SELECT text, prompt_tokens, completion_tokens, seconds, top_logprobs, mean_logprob FROM responses "
+            "WHERE key = ?",
+            (key,),
         ).fetchone()
         if row is None:
             return None
-        text, prompt_tokens, completion_tokens, seconds, top = row
+        text, prompt_tokens, completion_tokens, seconds, top, mean = row
         top_logprobs = tuple((str(token), float(logprob)) for token, logprob in json.loads(top))
-        return ChatResult(text, prompt_tokens, completion_tokens, seconds, cached=True, top_logprobs=top_logprobs)
+        return ChatResult(
+            text,
+            prompt_tokens,
+            completion_tokens,
+            seconds,
+            cached=True,
+            top_logprobs=top_logprobs,
+            mean_logprob=None if mean is None else float(mean),
+        )
 
     def _put(self, key: str, result: ChatResult) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO responses "
-            "(key, model_id, text, prompt_tokens, completion_tokens, seconds, created, top_logprobs) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "(key, model_id, text, prompt_tokens, completion_tokens, seconds, created, top_logprobs, mean_logprob) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 key,
                 self.model_id,
@@ -132,5 +145,6 @@ class CachedChat:
                 result.seconds,
                 time.time(),
                 json.dumps(list(result.top_logprobs)),
+                result.mean_logprob,
             ),
         )

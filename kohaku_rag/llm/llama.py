@@ -128,6 +128,7 @@ class LlamaCppChat:
         grammar = self._grammar(req.schema_text) if req.schema_text is not None else None
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
+        recorder = _TokenLogprobs(len(tokens)) if req.reply_logprobs else None
         try:
             self._prime(llm, tokens)
             out = llm.create_completion(
@@ -136,6 +137,7 @@ class LlamaCppChat:
                 temperature=req.temperature,
                 seed=req.seed,
                 grammar=grammar,
+                logits_processor=llama_cpp.LogitsProcessorList([recorder]) if recorder is not None else None,
             )
         except (RuntimeError, ValueError) as exc:
             raise BackendError(f"{self.model_id}: generation failed: {exc}") from exc
@@ -163,6 +165,7 @@ class LlamaCppChat:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             seconds=seconds,
             cached=False,
+            mean_logprob=recorder.mean() if recorder is not None else None,
         )
 
     def _first_token(self, llm: Any, tokens: list[int], top: int) -> ChatResult:
@@ -246,3 +249,24 @@ class LlamaCppChat:
                 raise BackendError(f"{self.model_id}: cannot turn the JSON schema into a grammar: {exc}") from exc
             self._grammars[schema_json] = grammar
         return grammar
+
+
+class _TokenLogprobs:
+    """A logits processor that records, at each step, the model's log-probabilities; the
+    token chosen at step t is the next step's last input id, so its log-probability under
+    the model (before the grammar's mask) is read then. The mean is a reply's confidence."""
+
+    def __init__(self, prompt_len: int) -> None:
+        self.prompt_len = prompt_len
+        self.previous: np.ndarray | None = None
+        self.chosen: list[float] = []
+
+    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if self.previous is not None and len(input_ids) > self.prompt_len:
+            self.chosen.append(float(self.previous[int(input_ids[-1])]))
+        logits = np.asarray(scores, dtype=np.float64)
+        self.previous = logits - np.logaddexp.reduce(logits)
+        return scores
+
+    def mean(self) -> float | None:
+        return sum(self.chosen) / len(self.chosen) if self.chosen else None

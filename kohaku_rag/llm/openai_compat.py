@@ -228,6 +228,11 @@ class OpenAIChat:
                     "that support `logprobs` (e.g. OpenAI, vLLM, llama.cpp server)"
                 )
             top = found_top[: req.top_logprobs]
+        mean: float | None = None
+        if req.reply_logprobs:
+            tokens = ((choice.get("logprobs") or {}).get("content")) or []
+            values = [float(t["logprob"]) for t in tokens if isinstance(t, dict) and "logprob" in t]
+            mean = sum(values) / len(values) if values else None
         usage = data.get("usage") or {}
         return ChatResult(
             text=text,
@@ -236,6 +241,7 @@ class OpenAIChat:
             seconds=seconds,
             cached=False,
             top_logprobs=top,
+            mean_logprob=mean,
         )
 
     # ---- helpers ------------------------------------------------------------------------
@@ -249,9 +255,10 @@ class OpenAIChat:
             "max_tokens": req.max_tokens,
             "seed": req.seed,
         }
-        if req.top_logprobs > 0:
+        if req.top_logprobs > 0 or req.reply_logprobs:
             # Only when asked: some servers and models refuse the logprobs fields with a 400.
             payload["logprobs"] = True
+        if req.top_logprobs > 0:
             payload["top_logprobs"] = req.top_logprobs
         schema = req.schema
         if schema is None:

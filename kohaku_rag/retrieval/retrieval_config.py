@@ -1,9 +1,23 @@
-"""Retrieval settings shared by `kohaku search` and the answering pipeline."""
+"""Retrieval settings shared by `kohaku search` and the answering pipeline.
+
+KohakuRAG's published retrieval (`RetrievalConfig.published()`): dense search over sentences
+and paragraphs together, per-query similarity scores, the cross-query "combined" rerank
+(0.4 × frequency / max frequency + 0.6 × summed similarity / max summed similarity), node
+dedup before the cut, BM25 hits appended after the dense ones. The defaults here are the
+variants that measured better on WattBot train with the bundled models (see the README's
+"Published settings vs the default"): BM25 fused with a light dense tie-breaker by RRF and
+the "combined_max" rerank.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
+
+RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none")
+# The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
+# formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
+DEFAULT_ALPHA = {"combined": 0.4, "combined_max": 0.25}
 
 
 @dataclass(frozen=True)
@@ -12,28 +26,47 @@ class RetrievalConfig:
 
     top_k: int = 24  # dense hits per query and per kind (k applies after the kind filter)
     bm25_top_k: int = 24  # BM25 paragraph hits per query (0 disables BM25)
-    top_k_final: int = 16  # context units kept after the cross-query rerank (~8,000 characters)
-    rerank: Literal["frequency", "score", "combined"] = "combined"
-    # "combined" ranks by alpha × (weighted) query frequency + (1 − alpha) × best score.
-    alpha: float = 0.25
+    # Context units kept after the cross-query rerank and dedup (~8,000 characters);
+    # None keeps every unit (the budget still applies).
+    top_k_final: int | None = 16
+    # Cross-query rerank of the units the queries found:
+    #   "combined"      KohakuRAG's: alpha × freq / max freq + (1 − alpha) × score / max score,
+    #                   a unit's score being the sum of its scores over the queries (alpha 0.4)
+    #   "combined_max"  ours (the default): alpha × freq / n queries + (1 − alpha) × best
+    #                   score / top best score (alpha 0.25)
+    #   "frequency"     by (frequency, summed score), as KohakuRAG
+    #   "score_sum"     by summed score (KohakuRAG's "score"); "score": by best score (ours)
+    #   "none"          the queries' hits concatenated in query order, first occurrence kept
+    # Config files written before "combined" meant KohakuRAG's formula must say which they
+    # mean (see qa_config.py); `kohaku config show` prints the resolved value.
+    rerank: Literal["combined", "combined_max", "frequency", "score", "score_sum", "none"] = "combined_max"
+    alpha: float | None = None  # None: DEFAULT_ALPHA of the rerank
     # Weight of every query after the first (the planner's rewrites) against the question
     # itself, in score and frequency. Measured on WattBot train at the answering budget
     # (bench/qa_context.py): the bundled 1.5B planner's rewrites at full weight cut evidence
     # recall from 0.84 to 0.77; at 0.25 (with alpha 0.25) they add recall without displacing
-    # the question's own hits.
+    # the question's own hits. KohakuRAG weighs every query alike (1.0).
     planned_query_weight: float = 0.25
-    # Dense and BM25 hits are fused by weighted reciprocal rank. Tuned on WattBot train
-    # (bench/index_wattbot.py): with the bundled MiniLM, dense retrieval alone is far weaker
-    # than BM25, and an equal-weight hybrid loses to BM25; as a light tie-breaker over BM25
-    # (0.1) it adds evidence recall. Raise dense_weight for a stronger embedder.
+    # How BM25 joins dense retrieval: "fuse" (ours) fuses the two ranked lists of each query
+    # by weighted reciprocal rank; "append" (KohakuRAG's) ranks the dense hits by their
+    # similarity, and adds the BM25 hits not already there after them.
+    # Tuned on WattBot train (bench/index_wattbot.py): with the bundled MiniLM, dense
+    # retrieval alone is far weaker than BM25, and an equal-weight hybrid loses to BM25; as a
+    # light tie-breaker over BM25 (0.1) it adds evidence recall. Raise dense_weight for a
+    # stronger embedder.
+    bm25_mode: Literal["fuse", "append"] = "fuse"
     rrf_k: float = 60.0
     bm25_weight: float = 1.0
     dense_weight: float = 0.1
-    # Kinds searched densely, each on its own (k applies after the kind filter). Paragraph
-    # vectors are the length-weighted means of their sentences; adding sentence hits
-    # ("sentence", "paragraph") measured no better on WattBot train and costs 4x the time.
+    # Kinds searched densely. "separate": each kind on its own (k applies after the kind
+    # filter); "joint": one search over all of them, k over the union (KohakuRAG's, with
+    # ("sentence", "paragraph")). Paragraph vectors are the length-weighted means of their
+    # sentences; adding sentence hits measured no better on WattBot train (the README's
+    # table) and costs 4x the time, so the default searches paragraphs only.
     dense_kinds: tuple[str, ...] = ("paragraph",)
+    dense_search: Literal["separate", "joint"] = "separate"
     expand_to: Literal["paragraph", "section"] = "paragraph"
+    # Applied before the top_k_final cut, so a dropped unit's slot goes to the next one.
     dedup: Literal["none", "node_id", "tree"] = "tree"
     threshold: float = 0.0  # minimum dense cosine similarity for a dense hit to count
     budget_chars: int = 4000
@@ -41,3 +74,45 @@ class RetrievalConfig:
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
     # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.
     mark_sentences: int = 2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
+        for name in ("top_k", "bm25_top_k", "budget_chars", "mark_sentences"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.top_k_final is not None and self.top_k_final < 1:
+            raise ValueError(f"top_k_final must be at least 1 (or None for no cut), got {self.top_k_final}")
+        if self.rerank not in RERANKS:
+            raise ValueError(f"rerank {self.rerank!r} is not one of {', '.join(RERANKS)}")
+        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha {self.alpha} is outside [0, 1]")
+        if self.alpha is not None and self.rerank not in DEFAULT_ALPHA:
+            raise ValueError(f'alpha only applies to rerank "combined" or "combined_max", not {self.rerank!r}')
+        if not 0.0 <= self.planned_query_weight <= 1.0:
+            raise ValueError(f"planned_query_weight {self.planned_query_weight} is outside [0, 1]")
+        unknown = [k for k in self.dense_kinds if k not in DENSE_KINDS]
+        if unknown:
+            raise ValueError(f"dense_kinds {unknown} are not among {', '.join(DENSE_KINDS)}")
+        if self.top_k == 0 and self.bm25_top_k == 0:
+            raise ValueError("top_k and bm25_top_k are both 0: nothing would be searched")
+
+    @property
+    def effective_alpha(self) -> float:
+        return self.alpha if self.alpha is not None else DEFAULT_ALPHA.get(self.rerank, 0.0)
+
+    @classmethod
+    def published(cls, **overrides: object) -> RetrievalConfig:
+        """KohakuRAG's published retrieval settings (the paper and its WattBot scripts)."""
+        settings: dict[str, object] = {
+            "rerank": "combined",
+            "planned_query_weight": 1.0,
+            "bm25_mode": "append",
+            "dense_kinds": ("sentence", "paragraph"),
+            "dense_search": "joint",
+            "dedup": "node_id",
+            **overrides,
+        }
+        return replace(cls(), **settings)  # type: ignore[arg-type]
+
+
+DENSE_KINDS = ("sentence", "paragraph", "section", "document")

@@ -1,10 +1,11 @@
 """Retrieval core: multi-query hybrid search over the hierarchical index.
 
 For each query, dense hits (sentences and paragraphs, searched separately so k applies
-after the kind filter) and BM25 paragraph hits are mapped to paragraph units and fused
-by reciprocal rank. Across queries, units are reranked by frequency, score or both
-(KohakuRAG's cross-query rerank), cut to `top_k_final`, expanded to their parent,
-deduplicated, and packed into the character budget.
+after the kind filter, or jointly as KohakuRAG does) and BM25 paragraph hits are mapped to
+paragraph units and fused by reciprocal rank (or, KohakuRAG's way, the dense hits keep their
+similarity and BM25 hits are appended after them). Across queries, units are reranked by
+frequency, score or both (KohakuRAG's cross-query rerank), expanded to their parent,
+deduplicated, cut to `top_k_final`, and packed into the character budget.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.lake import Lake
-from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from kohaku_rag.retrieval.retrieval_config import DEFAULT_ALPHA, RERANKS, RetrievalConfig
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
@@ -66,8 +67,9 @@ class ContextItem:
 @dataclass(frozen=True)
 class UnitScore:
     node_id: str
-    score: float  # best fused score over queries
+    score: float  # best (weighted) score over queries
     frequency: float  # (weighted) number of queries that found the unit
+    total: float = 0.0  # (weighted) sum of its scores over the queries that found it
 
 
 def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float) -> dict[str, float]:
@@ -80,32 +82,57 @@ def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float
 
 
 def rerank(
-    per_query: Sequence[Mapping[str, float]], strategy: str, alpha: float, weights: Sequence[float] | None = None
+    per_query: Sequence[Mapping[str, float]],
+    strategy: str,
+    alpha: float | None = None,
+    weights: Sequence[float] | None = None,
 ) -> list[UnitScore]:
     """KohakuRAG's cross-query rerank of units found by several queries.
 
     `weights` (one per query, default 1) scale a query's scores and its vote in the
     frequency, so planned rewrites can count for less than the question itself.
+    `alpha` None is the strategy's default (DEFAULT_ALPHA). Strategies:
+
+    * combined (KohakuRAG, `pipeline._rerank_matches`):
+      alpha × freq / max freq + (1 − alpha) × total / max total, total being the sum of
+      a unit's scores over the queries (max floored at 1 and 0.001 as there);
+    * combined_max (ours): alpha × freq / Σ weights + (1 − alpha) × best / top best;
+    * frequency: (freq, total), as KohakuRAG;
+    * score_sum: total (KohakuRAG's "score"); score: (best, freq) (ours, kept by that name);
+    * none: first appearance over the queries in order (no rerank, repeats merged).
+
+    Equal keys keep the order of first appearance.
     """
+    if strategy not in RERANKS:
+        raise ValueError(f"unknown rerank {strategy!r}; use one of {', '.join(RERANKS)}")
     weights = list(weights) if weights is not None else [1.0] * len(per_query)
     best: dict[str, float] = {}
+    total: dict[str, float] = defaultdict(float)
     freq: dict[str, float] = defaultdict(float)
     for scores, weight in zip(per_query, weights, strict=True):
         for node_id, score in scores.items():
             best[node_id] = max(best.get(node_id, 0.0), weight * score)
+            total[node_id] += weight * score
             freq[node_id] += weight
-    units = [UnitScore(n, best[n], freq[n]) for n in best]
-    if not units:
-        return []
-    top_score = max(u.score for u in units) or 1.0
-    n_queries = sum(weights) or 1.0
+    units = [UnitScore(n, best[n], freq[n], total[n]) for n in best]
+    if not units or strategy == "none":
+        return units
+    a = alpha if alpha is not None else DEFAULT_ALPHA.get(strategy, 0.0)
 
-    def key(u: UnitScore) -> tuple[float, float]:
+    def key(u: UnitScore) -> tuple[float, ...]:
         if strategy == "frequency":
-            return (u.frequency, u.score)
+            return (u.frequency, u.total)
+        if strategy == "score_sum":
+            return (u.total,)
         if strategy == "score":
             return (u.score, u.frequency)
-        return (alpha * u.frequency / n_queries + (1 - alpha) * u.score / top_score, u.score)
+        if strategy == "combined":
+            max_freq = max(max(v.frequency for v in units), 1.0)
+            max_total = max(max(v.total for v in units), 0.001)
+            return (a * u.frequency / max_freq + (1 - a) * u.total / max_total,)
+        top_score = max(v.score for v in units) or 1.0
+        n_queries = sum(weights) or 1.0
+        return (a * u.frequency / n_queries + (1 - a) * u.score / top_score, u.score)
 
     return sorted(units, key=key, reverse=True)
 
@@ -183,14 +210,42 @@ class Retriever:
                 units.append(unit)
         return units
 
+    def dense_lists(self, vector: np.ndarray, cfg: RetrievalConfig) -> list[list[tuple[str, float]]]:
+        """Ranked (unit, similarity) lists of one query's dense hits: one per kind, or one
+        over all kinds (`dense_search = "joint"`). A unit keeps its best hit's similarity."""
+        if cfg.top_k <= 0 or not cfg.dense_kinds:
+            return []
+        groups = [cfg.dense_kinds] if cfg.dense_search == "joint" else [(kind,) for kind in cfg.dense_kinds]
+        out = []
+        for kinds in groups:
+            hits = [h for h in self.store.search(vector, kinds=kinds, k=cfg.top_k) if h.score >= cfg.threshold]
+            best: dict[str, float] = {}
+            for h in hits:
+                unit = self._unit_of([h.node_id])[0]
+                best.setdefault(unit, h.score)
+            out.append(list(best.items()))
+        return out
+
+    def bm25_hits(self, query: str, cfg: RetrievalConfig) -> list[tuple[str, float]]:
+        if self.bm25 is None or cfg.bm25_top_k <= 0 or cfg.bm25_weight <= 0:
+            return []
+        return list(self.bm25.search(query, cfg.bm25_top_k))
+
     def query_scores(self, query: str, vector: np.ndarray, cfg: RetrievalConfig) -> dict[str, float]:
+        """One query's unit scores: RRF-fused dense and BM25 ranks ("fuse"), or the dense
+        similarities alone ("append": BM25 joins after the rerank, in `search`)."""
+        if cfg.bm25_mode == "append":
+            merged: dict[str, float] = {}
+            for ranked in self.dense_lists(vector, cfg):
+                for unit, score in ranked:
+                    merged[unit] = max(merged.get(unit, float("-inf")), score)
+            return merged
         lists: list[tuple[Sequence[str], float]] = []
-        if cfg.top_k > 0 and cfg.dense_weight > 0:
-            for kind in cfg.dense_kinds:
-                hits = [h for h in self.store.search(vector, kinds=(kind,), k=cfg.top_k) if h.score >= cfg.threshold]
-                lists.append((self._unit_of([h.node_id for h in hits]), cfg.dense_weight))
-        if self.bm25 is not None and cfg.bm25_top_k > 0 and cfg.bm25_weight > 0:
-            lists.append(([node_id for node_id, _ in self.bm25.search(query, cfg.bm25_top_k)], cfg.bm25_weight))
+        if cfg.dense_weight > 0:
+            lists += [([unit for unit, _ in ranked], cfg.dense_weight) for ranked in self.dense_lists(vector, cfg)]
+        bm25 = self.bm25_hits(query, cfg)
+        if bm25:
+            lists.append(([node_id for node_id, _ in bm25], cfg.bm25_weight))
         return fuse_query(lists, cfg.rrf_k)
 
     def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
@@ -201,8 +256,8 @@ class Retriever:
         per_query = [self.query_scores(q, v, cfg) for q, v in zip(queries, vectors, strict=True)]
         # The first query is the question; the rest are the planner's rewrites.
         weights = [1.0] + [cfg.planned_query_weight] * (len(queries) - 1)
-        ranked = rerank(per_query, cfg.rerank, cfg.alpha, weights)[: cfg.top_k_final]
-        scores = {u.node_id: u.score for u in ranked}
+        ranked = rerank(per_query, cfg.rerank, cfg.alpha, weights)
+        scores: dict[str, float] = {}
         targets: list[str] = []
         for unit in ranked:
             target = unit.node_id
@@ -210,7 +265,17 @@ class Retriever:
                 target = target.rsplit(":", 1)[0]
             targets.append(target)
             scores[target] = max(scores.get(target, 0.0), unit.score)
-        kept = dedup(targets, cfg.dedup)
+        # Dedup before the cut, so a dropped repeat's slot goes to the next unit.
+        kept = dedup(targets, cfg.dedup)[: cfg.top_k_final]
+        if cfg.bm25_mode == "append":
+            # KohakuRAG's setting: BM25 hits after the dense ones, in query order.
+            for query in queries:
+                for node_id, score in self.bm25_hits(query, cfg):
+                    if cfg.expand_to == "section" and node_id.count(":") >= 2:
+                        node_id = node_id.rsplit(":", 1)[0]
+                    scores.setdefault(node_id, score)
+                    if node_id not in kept:
+                        kept = dedup([*kept, node_id], cfg.dedup)
         rows = self.store.get_nodes(kept)
         parents = self.store.get_nodes(
             {r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()}

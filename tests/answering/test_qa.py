@@ -607,3 +607,44 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
         assert 'true_false_verdict = "reply"' in caplog.text
     with pytest.raises(ValueError, match="true_false_verdict"):
         GenerationPart(true_false_verdict="coin")
+
+
+def test_explain_shows_retrieval_prompt_reply_and_vote(env, capsys):
+    settings, server, questions = env
+    write_config(settings, "a", server, questions)
+    run_config(settings, "a")
+    debug = st.read_debug(settings.lake, st.keys_for(settings.lake, load_qa_config_named(settings, "a")).prediction, 0)
+    assert {row["id"] for row in debug} == {"q1", "q2", "q3"} and all(row["prompt"] and row["reply"] for row in debug)
+    args = ["--lake", str(settings.lake.root)]
+    assert cli_main(["explain", "q1", "--config", "a", *args]) == 0
+    out = capsys.readouterr().out
+    for part in (
+        "── retrieval",
+        "query 0:",
+        "attempt 1: answer prompt",
+        "[user]\nContext:",
+        "raw reply",
+        "── vote",
+        "voted:",
+    ):
+        assert part in out
+    assert '"total": 1.0' in out  # the score row
+    assert cli_main(["explain", "nope", "--config", "a", *args]) == 2
+    assert "question 'nope' is not in" in capsys.readouterr().err
+
+
+def load_qa_config_named(settings, name):
+    return load_qa_config(settings.lake.root / "configs" / f"{name}.json")
+
+
+def test_planner_model_writes_the_queries(env):
+    settings, server, questions = env
+    planner = {"backend": "openai", "model": "planner-llm", "base_url": server.base_url, "api_key_env": None}
+    cfg = write_config(settings, "p", server, questions, retrieval={"planner_model": planner})
+    assert cfg.planner_llm.model == "planner-llm" and cfg.generation.llm.model == "scripted"
+    run_config(settings, "p", leaderboard_too=False)
+    models = {r.body["model"]: "ref_id" in _schema(r.body)["properties"] for r in server.requests}
+    assert models == {"planner-llm": False, "scripted": True}  # planner calls vs answer calls
+    # another planner model is another retrieval; the answering LLM alone is not
+    other = dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, planner_model=None))
+    assert other.retrieval_hash != cfg.retrieval_hash

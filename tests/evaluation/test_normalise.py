@@ -338,3 +338,18 @@ def test_load_questions_missing_file(tmp_path: Path) -> None:
 def test_answer_ref_id_must_be_a_tuple() -> None:
     with pytest.raises(TypeError, match="tuple"):
         Answer("a", "a", "is_blank", ["x"])  # type: ignore[arg-type]
+
+
+def test_unit_factor_converts_si_prefixes_of_one_unit_only() -> None:
+    from decimal import Decimal
+
+    from kohaku_rag.evaluation.normalise import in_unit, parse_value, unit_factor
+
+    assert unit_factor("kW", "MW") == Decimal("0.001")
+    assert unit_factor("W", "MW") == Decimal("0.000001")
+    assert unit_factor("GWh", "MWh") == Decimal(1000)
+    assert unit_factor("kgCO2e", "tCO2e") is None  # different bases (grams vs tonnes)
+    assert unit_factor("Wh", "MW") is None and unit_factor("MW", "MW") is None and unit_factor("kg", "cm") is None
+    assert in_unit(parse_value("1500 kW"), "MW").value == "1.5"
+    assert in_unit(parse_value("1000-2000 kW"), "MW").value == "[1,2]"
+    assert in_unit(parse_value("1500 kW"), "is_blank").value == "1500"

@@ -178,7 +178,35 @@ def test_all_tiebreaks_are_tested() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="at least one answer"):
         vote([], "union")
-    with pytest.raises(ValueError, match="unknown vote mode 'majority'"):
-        vote([run("1")], "majority")
+    with pytest.raises(ValueError, match="unknown vote mode 'plurality'"):
+        vote([run("1")], "plurality")
     with pytest.raises(ValueError, match="unknown tiebreak 'random'"):
         vote([run("1")], "union", tiebreak="random")
+
+
+# ── the reference scripts' modes, and units ────────────────────────────────
+
+
+def test_majority_unions_the_refs_of_every_run() -> None:
+    # answer 10 (tie with 20, earlier); refs of all five runs: a, b
+    assert result(vote(MIXED, "majority")) == ("10", ("a", "b"))
+    # a blank run's refs are not counted (ignore_blank drops it first)
+    assert result(vote([run("1", "a"), BLANK, run("1", "c")], "majority")) == ("1", ("a", "c"))
+
+
+def test_first_non_blank_takes_the_first_answering_run_as_it_is() -> None:
+    assert result(vote([BLANK, run("20", "b"), run("10", "a"), run("10", "a")], "first_non_blank")) == ("20", ("b",))
+    assert vote([BLANK, BLANK], "first_non_blank").is_blank
+
+
+def test_numbers_in_other_prefixes_of_the_questions_unit_are_one_answer() -> None:
+    runs = [run("1.5 MW", "a", unit="MW"), run("1500000 W", "b", unit="MW"), run("1500 kW", "a", unit="MW")]
+    runs.append(run("2", "c", unit="MW"))
+    out = vote(runs, "answer_priority")
+    assert (out.answer_value, out.ref_id) == ("1.5", ("a",))  # 3 runs against 1, in MW
+    # W and Wh are different units: no conversion
+    assert vote([run("1500 Wh", unit="MW"), run("2", unit="MW"), run("2", unit="MW")], "union").answer_value == "2"
+    # no unit on the question: the three are three answers
+    loose = [run("1.5 MW", unit="is_blank"), run("1500 kW", unit="is_blank"), run("7", unit="is_blank")]
+    assert vote(loose, "union").answer_value == "1.5"
+    assert vote(loose[1:] + loose[1:2], "union").answer_value == "1500"

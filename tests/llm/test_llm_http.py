@@ -285,3 +285,19 @@ def test_server_without_logprobs_is_reported_not_retried() -> None:
         assert "did not return logprobs" in message and "top_logprobs=3" in message
         assert "test-model" in message and "vLLM" in message
         assert len(srv.attempts("nolp")) == 1
+
+
+def test_reply_logprobs_give_the_mean_token_logprob_and_are_cached(tmp_path) -> None:
+    from kohaku_rag.llm import CachedChat
+
+    with ChatServer() as srv:
+        srv.script("conf", Fault(content="True", top_logprobs=(("True", -0.4), ("False", -1.5))))
+        req = ChatRequest((Message("user", "conf"),), reply_logprobs=True)
+        r = CachedChat(client(srv), tmp_path).complete(req)
+        body = srv.attempts("conf")[0].body
+        assert body["logprobs"] is True and "top_logprobs" not in body
+        assert r.mean_logprob == -0.4 and not r.cached  # one token, log-probability -0.4
+        again = CachedChat(client(srv), tmp_path).complete(req)
+        assert again.cached and again.mean_logprob == -0.4
+        # a plain request is another cache entry and carries none
+        assert client(srv).complete(ChatRequest((Message("user", "conf"),))).mean_logprob is None
