@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from kohaku_rag.embed.base import l2_normalise
+from kohaku_rag.embed.base import Role, l2_normalise
 from kohaku_rag.errors import BackendError
 from kohaku_rag.http_retry import (
     BODY_SNIPPET,
@@ -44,6 +44,7 @@ __all__ = [
     "EmbeddingsClient",
     "RetryPolicy",
     "embeddings_url",
+    "HostedEmbedder",
     "hosted_client",
     "parse_retry_after",
     "read_api_key",
@@ -187,3 +188,53 @@ def hosted_client(
         concurrency=concurrency,
         dim=dimensions,
     )
+
+
+class HostedEmbedder:
+    """What the hosted embedders share: the model name, the requested width, the batch
+    size and the HTTP client; the width is learned from the first response when not given."""
+
+    provider = "hosted"
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        *,
+        api_key_env: str | None,
+        dimensions: int | None,
+        batch_size: int,
+        timeout: float,
+        max_retries: int,
+        concurrency: int,
+        backoff_base: float,
+    ) -> None:
+        if not model:
+            raise ValueError(f"{type(self).__name__} needs a model name")
+        self.model = model
+        self.dimensions = dimensions
+        self.batch_size = batch_size
+        self._client = hosted_client(
+            base_url,
+            self.provider,
+            api_key_env=api_key_env,
+            dimensions=dimensions,
+            batch_size=batch_size,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            concurrency=concurrency,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self._client.url!r}, model={self.model!r})"
+
+    def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def dim(self) -> int:
+        if self._client.dim is None:
+            self.embed(["dimension probe"])  # the width is only known once a server answers
+        assert self._client.dim is not None
+        return self._client.dim

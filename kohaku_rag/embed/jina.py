@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.embed.base import Role, check_texts
-from kohaku_rag.embed.http import hosted_client
+from kohaku_rag.embed.http import HostedEmbedder
 
 JINA_BASE_URL = "https://api.jina.ai"
 
 
-class JinaEmbedder:
+class JinaEmbedder(HostedEmbedder):
+    provider = "Jina"
+
     def __init__(
         self,
         model: str = "jina-embeddings-v3",
@@ -35,39 +37,24 @@ class JinaEmbedder:
         concurrency: int = 4,
         backoff_base: float = 0.5,
     ) -> None:
-        if not model:
-            raise ValueError("JinaEmbedder needs a model name")
-        self.model = model
-        # None leaves `task` out of the request, for Jina models without adapters (v2).
-        self.tasks: dict[Role, str | None] = {"passage": passage_task, "query": query_task}
-        self.dimensions = dimensions
-        self.batch_size = batch_size
-        self._client = hosted_client(
+        super().__init__(
+            model,
             base_url,
-            "Jina",
             api_key_env=api_key_env,
             dimensions=dimensions,
             batch_size=batch_size,
             timeout=timeout,
             max_retries=max_retries,
-            backoff_base=backoff_base,
             concurrency=concurrency,
+            backoff_base=backoff_base,
         )
-
-    def __repr__(self) -> str:
-        return f"JinaEmbedder(url={self._client.url!r}, model={self.model!r})"
+        # None leaves `task` out of the request, for Jina models without adapters (v2).
+        self.tasks: dict[Role, str | None] = {"passage": passage_task, "query": query_task}
 
     @property
     def model_id(self) -> str:
         tasks = f"{self.tasks['passage']}/{self.tasks['query']}"
         return f"jina:{self.model}:tasks={tasks}:dim={self.dimensions or 'native'}@{self._client.url}"
-
-    @property
-    def dim(self) -> int:
-        if self._client.dim is None:
-            self.embed(["dimension probe"])  # the width is only known once a server answers
-        assert self._client.dim is not None
-        return self._client.dim
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
         texts = check_texts(texts, role)

@@ -8,18 +8,20 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.embed.base import Role, check_texts
-from kohaku_rag.embed.http import hosted_client
+from kohaku_rag.embed.http import HostedEmbedder
 
 OPENAI_BASE_URL = "https://api.openai.com"
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(HostedEmbedder):
     """Symmetric remote embeddings; `role` does not change the request.
 
     `api_key_env=None` sends no Authorization header (local servers). `dimensions` asks
     the server to shorten vectors (text-embedding-3-*); without it the width is learned
     from the first response.
     """
+
+    provider = "OpenAI-compatible"
 
     def __init__(
         self,
@@ -34,25 +36,17 @@ class OpenAIEmbedder:
         concurrency: int = 4,
         backoff_base: float = 0.5,
     ) -> None:
-        if not model:
-            raise ValueError("OpenAIEmbedder needs a model name")
-        self.model = model
-        self.dimensions = dimensions
-        self.batch_size = batch_size
-        self._client = hosted_client(
+        super().__init__(
+            model,
             base_url,
-            "OpenAI-compatible",
             api_key_env=api_key_env,
             dimensions=dimensions,
             batch_size=batch_size,
             timeout=timeout,
             max_retries=max_retries,
-            backoff_base=backoff_base,
             concurrency=concurrency,
+            backoff_base=backoff_base,
         )
-
-    def __repr__(self) -> str:
-        return f"OpenAIEmbedder(url={self._client.url!r}, model={self.model!r})"
 
     @property
     def model_id(self) -> str:
@@ -60,13 +54,6 @@ class OpenAIEmbedder:
         # quantisations, and their vectors must not share cache entries.
         width = self.dimensions or "native"
         return f"openai:{self.model}:dim={width}@{self._client.url}"
-
-    @property
-    def dim(self) -> int:
-        if self._client.dim is None:
-            self.embed(["dimension probe"])  # the width is only known once a server answers
-        assert self._client.dim is not None
-        return self._client.dim
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
         texts = check_texts(texts, role)

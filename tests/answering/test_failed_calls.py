@@ -3,49 +3,16 @@ fails the step (non-zero exit) with "N of M questions failed", keeps the good ro
 next run asks only the failed questions; a genuine is_blank reply stays an answer."""
 
 import json
-import shutil
 
 import pyarrow.parquet as pq
 import pytest
-from corpus_docs import write_corpus
-from qa_server import QUESTIONS, QAServer
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import RunFailed, run_config, run_index
+from kohaku_assets.runner import RunFailed, run_config
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.api import Rag
 from kohaku_rag.errors import BackendError
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("faults")
-    corpus = write_corpus(root / "corpus")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DAGSTER_HOME", str(root / "lake" / ".dagster"))
-    report = run_index(KohakuSettings(lake_root=str(root / "lake"), corpus_dir=str(corpus)), progress=lambda _m: None)
-    mp.undo()
-    assert not report.failed
-    return root
-
-
-@pytest.fixture()
-def env(built, tmp_path, monkeypatch):
-    lake = tmp_path / "lake"
-    shutil.copytree(built / "lake", lake)
-    monkeypatch.setenv("DAGSTER_HOME", str(lake / ".dagster"))
-    monkeypatch.setenv("KOHAKU_LAKE", str(lake))
-    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
-    questions = tmp_path / "questions.csv"
-    lines = ["id,question,answer,answer_value,answer_unit,ref_id"]
-    for i, (q, (unit, value, doc)) in enumerate(QUESTIONS.items(), start=1):
-        lines.append(f"q{i},{q},{value} {unit},{value},{unit},['{doc}']")
-    questions.write_text("\n".join(lines) + "\n")
-    settings = KohakuSettings(lake_root=str(lake), corpus_dir=str(built / "corpus"))
-    with QAServer() as server:
-        yield settings, server, questions
 
 
 def write_config(settings, name, server, questions, planner=False, runs=1, base_url=None):

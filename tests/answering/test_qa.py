@@ -4,19 +4,15 @@ retries — through real Dagster materializations and a real OpenAI-compatible s
 import dataclasses
 import json
 import re
-import shutil
 
 import duckdb
 import pyarrow.parquet as pq
 import pytest
 from chat_server import ChatServer, Fault
-from corpus_docs import write_corpus
-from qa_server import QUESTIONS, QAServer
 from qa_server import response_schema as _schema
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble, run_index
+from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_question, parse_reply
@@ -26,35 +22,6 @@ from kohaku_rag.evaluation.records import Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.retriever import open_retriever
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qa")
-    corpus = write_corpus(root / "corpus")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DAGSTER_HOME", str(root / "lake" / ".dagster"))
-    report = run_index(KohakuSettings(lake_root=str(root / "lake"), corpus_dir=str(corpus)), progress=lambda _m: None)
-    mp.undo()
-    assert not report.failed
-    return root
-
-
-@pytest.fixture()
-def env(built, tmp_path, monkeypatch):
-    lake = tmp_path / "lake"
-    shutil.copytree(built / "lake", lake)
-    monkeypatch.setenv("DAGSTER_HOME", str(lake / ".dagster"))
-    monkeypatch.setenv("KOHAKU_LAKE", str(lake))
-    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
-    questions = tmp_path / "questions.csv"
-    lines = ["id,question,answer,answer_value,answer_unit,ref_id"]
-    for i, (q, (unit, value, doc)) in enumerate(QUESTIONS.items(), start=1):
-        lines.append(f"q{i},{q},{value} {unit},{value},{unit},['{doc}']")
-    questions.write_text("\n".join(lines) + "\n")
-    settings = KohakuSettings(lake_root=str(lake), corpus_dir=str(built / "corpus"))
-    with QAServer() as server:
-        yield settings, server, questions
 
 
 def write_config(settings, name, server, questions, retrieval=None, generation=None, voting=None):
