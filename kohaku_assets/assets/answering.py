@@ -147,33 +147,16 @@ def predictions(
     if pending:
         chat = models.chat(cfg.generation.llm, lake)
         before = _calls(chat)
-        retrieval_path = st.retrieval_path(lake, keys.retrieval)
-        retrieved = st.read_retrievals(retrieval_path)
-        # A question whose retrieval failed cannot be asked: its runs fail with that reason.
-        unretrieved = {q: f"retrieval failed: {e}" for q, e in st.retrieval_errors(retrieval_path).items()}
-        asked = {r: [q for q in ids if q not in unretrieved] for r, ids in pending.items()}
-        computed = st.compute_runs(
-            [q for q in questions if q.id not in unretrieved],
-            retrieved,
+        st.answer_pending(
+            lake,
+            keys,
             cfg,
+            questions,
+            pending,
             models.retriever(lake, settings.index_config()),
             chat,
-            asked,
             progress=context.log.debug,
-            images=lambda h: lake.blob(h).read_bytes(),
         )
-        by_id = {q.id: q for q in questions}
-        for run, ids in pending.items():
-            failed_here = [st.failed_prediction(by_id[q], run, unretrieved[q]) for q in ids if q in unretrieved]
-            computed.setdefault(run, []).extend(failed_here)
-        for run, preds in computed.items():
-            st.write_rows(
-                st.merge_run(lake, keys.prediction, run, preds, order),
-                st.run_path(lake, keys.prediction, run),
-                {"generation_hash": cfg.generation_hash, "run": str(run)},
-            )
-            # The prompts and raw replies of every attempt, for `kohaku explain`.
-            st.write_rows(st.debug_rows(preds), st.debug_path(lake, keys.prediction, run))
         after = _calls(chat)
         hits, misses = after[0] - before[0], after[1] - before[1]
     runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]

@@ -471,3 +471,46 @@ def score_answers(
         return None
     report = score_predictions(gold, answers, known_ref_ids or None)
     return report, score_rows(report, gold, answers)
+
+
+def answer_pending(
+    lake: Lake,
+    keys: QAKeys,
+    cfg: QAConfig,
+    questions: Sequence[Question],
+    pending: dict[int, list[str]],
+    retriever: Searcher,
+    chat: ChatModel,
+    *,
+    progress: Progress = lambda _m: None,
+) -> None:
+    """Answer the `pending` questions of each run (run -> question ids) and store them with
+    the run's other rows, plus the prompts and raw replies of every attempt. A question whose
+    retrieval failed cannot be asked: its runs fail with that reason."""
+    path = retrieval_path(lake, keys.retrieval)
+    retrieved = read_retrievals(path)
+    unretrieved = {q: f"retrieval failed: {e}" for q, e in retrieval_errors(path).items()}
+    asked = {r: [q for q in ids if q not in unretrieved] for r, ids in pending.items()}
+    computed = compute_runs(
+        [q for q in questions if q.id not in unretrieved],
+        retrieved,
+        cfg,
+        retriever,
+        chat,
+        asked,
+        progress=progress,
+        images=lambda h: lake.blob(h).read_bytes(),
+    )
+    by_id = {q.id: q for q in questions}
+    order = [q.id for q in questions]
+    for run, ids in pending.items():
+        computed.setdefault(run, []).extend(
+            failed_prediction(by_id[q], run, unretrieved[q]) for q in ids if q in unretrieved
+        )
+    for run, preds in computed.items():
+        write_rows(
+            merge_run(lake, keys.prediction, run, preds, order),
+            run_path(lake, keys.prediction, run),
+            {"generation_hash": cfg.generation_hash, "run": str(run)},
+        )
+        write_rows(debug_rows(preds), debug_path(lake, keys.prediction, run))
