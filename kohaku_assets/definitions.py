@@ -1,6 +1,6 @@
 """The Dagster code location that `workspace.yaml` loads."""
 
-from dagster import Definitions
+from dagster import AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus, Definitions
 
 from kohaku_assets.assets import ALL_ASSETS
 from kohaku_assets.jobs import JOBS
@@ -9,10 +9,21 @@ from kohaku_assets.schedules import SCHEDULES
 from kohaku_assets.sensors import SENSORS
 from kohaku_rag.models import ModelPool
 
+# Replaces Dagster's implicit sensor of that name, which starts stopped: the indexes'
+# re-assembly and the leaderboard's refresh are automation conditions, so they need it on.
+automation_sensor = AutomationConditionSensorDefinition(
+    "default_automation_condition_sensor",
+    target=AssetSelection.all(),
+    default_status=DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Evaluates the assets' automation conditions: re-assembles the indexes after document runs "
+    "and refreshes the leaderboard after scores change (runs from the CLI, the sensors or a UI backfill).",
+)
+
 defs = Definitions(
     assets=ALL_ASSETS,
     jobs=JOBS,
-    sensors=SENSORS,
+    sensors=[*SENSORS, automation_sensor],
     schedules=SCHEDULES,
     # One model pool per code-server process: the sensors and in-process runs share it.
     resources={"settings": KohakuSettings(), "models": ModelPool()},

@@ -31,7 +31,8 @@ from kohaku_assets.assets.indexes import bm25_index, vector_index
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.config_folder import config_of, spec_of
+from kohaku_rag.answering.config_folder import config_files, config_of, configs_dir, spec_of
+from kohaku_rag.answering.qa_config import QAConfig, dump_toml
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import steps as ix
@@ -76,7 +77,19 @@ def instance_for(lake_root: Path) -> DagsterInstance:
         write_bytes_atomic(config, INSTANCE_YAML.encode())
     # Dagster's own code (and `kohaku ui`) read the instance from DAGSTER_HOME.
     os.environ["DAGSTER_HOME"] = str(home)
-    return DagsterInstance.from_config(str(home))
+    instance = DagsterInstance.from_config(str(home))
+    register_default_config(Lake(Path(lake_root)), instance)
+    return instance
+
+
+def register_default_config(lake: Lake, instance: DagsterInstance) -> None:
+    """A new lake answers out of the box: `<configs>/default.toml` written from the defaults
+    (a user's file is kept) and its `default` partition registered."""
+    folder = configs_dir(lake)
+    if "default" not in config_files(folder):
+        write_bytes_atomic(folder / "default.toml", dump_toml(QAConfig()).encode())
+    if not instance.has_dynamic_partition(CONFIGS, "default"):
+        instance.add_dynamic_partitions(CONFIGS, ["default"])
 
 
 def _process_alive(pid: int) -> bool:

@@ -1,13 +1,13 @@
 """Answering assets, partitioned by configuration file.
 
-A folder of config files (default `<lake>/configs`, env KOHAKU_CONFIGS) defines the
+A folder of config files (default `LAKE/configs`, env KOHAKU_CONFIGS) defines the
 `configs` dynamic partitions; `configs_sensor` adds and removes them as files appear and
 go. Every asset stores its table under the hash of what made it
 (kohaku_rag.answering.store), so materializing an edited config recomputes only the parts
 its edit changed; the others report `reused`.
 
 A question whose LLM call failed (the endpoint down after its retries) fails the step with
-"N of M questions failed: <reason>; re-run to retry them" once the good rows are stored;
+"N of M questions failed: REASON; re-run to retry them" once the good rows are stored;
 the next materialization asks only the failed questions again.
 """
 
@@ -17,6 +17,8 @@ from typing import Any
 
 import pyarrow as pa
 from dagster import (
+    AssetCheckResult,
+    AssetCheckSeverity,
     AssetExecutionContext,
     DataVersion,
     Failure,
@@ -27,22 +29,48 @@ from dagster import (
 )
 
 from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
-from kohaku_assets.partitions import configs
+from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.config_folder import config_of
+from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.leaderboard import ref_urls_for
-from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config import CONFIG_VERSION, QAConfig
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
 from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.models import ModelPool
 
 
+def partition_config(settings: KohakuSettings, name: str) -> QAConfig:
+    """The partition's config; a missing or invalid file fails the step with a
+    `dagster.Failure` that names the file and how to fix it (shown in the run's panel)."""
+    folder = configs_dir(settings.lake)
+    try:
+        return config_of(settings.lake, name)
+    except (ValueError, OSError) as exc:
+        missing = not any((folder / f"{name}{ext}").exists() for ext in (".toml", ".json"))
+        fix = (
+            f"create {folder / (name + '.toml')} (e.g. copy {folder / 'default.toml'}, or run "
+            f"`kohaku config show default > {folder / (name + '.toml')}`), then re-run the partition"
+            if missing
+            else f"fix {name}.toml/.json in {folder} (`kohaku config show {name}` names the line), then re-run"
+        )
+        what = f"no config file for partition {name!r}" if missing else f"config {name!r} is invalid: {exc}"
+        raise Failure(
+            description=f"{what}; {fix}",
+            metadata={"configs_folder": MetadataValue.path(str(folder)), "error": str(exc)},
+            allow_retries=False,
+        ) from exc
+
+
 def _partition(settings: KohakuSettings, context: AssetExecutionContext) -> tuple[Lake, QAConfig, st.QAKeys]:
     """The lake, the partition's config and the keys its tables are stored under."""
-    cfg = config_of(settings.lake, context.partition_key)
+    cfg = partition_config(settings, context.partition_key)
     return settings.lake, cfg, st.keys_for(settings.lake, cfg)
+
+
+# The conventions every answering asset shares (kinds, owners, tags; per-config partitions).
+COMMON: dict[str, Any] = {"partitions_def": configs, "group_name": GROUP, "owners": OWNERS, "tags": ANSWERING_TAGS}
 
 
 def _calls(chat: ChatModel) -> tuple[int, int]:
@@ -63,18 +91,18 @@ def _failure(exc: st.QuestionsFailed, **metadata: Any) -> Failure:
 
 
 @asset(
-    partitions_def=configs,
-    group_name=GROUP,
-    code_version="1",
+    **COMMON,
+    kinds={"csv", "python"},
+    code_version=str(CONFIG_VERSION),
     description="The config's WattBot-format question file (its path is part of the config).",
 )
 def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    cfg = config_of(settings.lake, context.partition_key)
+    cfg = partition_config(settings, context.partition_key)
     questions = load_questions(cfg.questions)
     sha = st.file_sha(Path(cfg.questions))
     return MaterializeResult(
         metadata={
-            "path": cfg.questions,
+            "path": MetadataValue.path(cfg.questions),
             "questions": len(questions),
             "with_gold": sum(q.gold is not None for q in questions),
             "content_hash": sha,
@@ -84,10 +112,10 @@ def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
 
 
 @asset(
-    partitions_def=configs,
-    group_name=GROUP,
+    **COMMON,
     deps=[question_set],
-    code_version="1",
+    kinds={"parquet", "python"},
+    code_version=str(CONFIG_VERSION),
     description="Planned queries and retrieved context per question, stored by retrieval hash.",
 )
 def retrievals(
@@ -115,7 +143,7 @@ def retrievals(
             "reused": reused,
             "key": keys.retrieval,
             "retrieval_hash": cfg.retrieval_hash,
-            "path": str(path),
+            "path": MetadataValue.path(str(path)),
             "questions": len(table) + len(failed),
             "retrieved_questions": len(todo),
             "failed_questions": len(failed),
@@ -127,10 +155,10 @@ def retrievals(
 
 
 @asset(
-    partitions_def=configs,
-    group_name=GROUP,
+    **COMMON,
     deps=[retrievals],
-    code_version="1",
+    kinds={"parquet", "python"},
+    code_version=str(CONFIG_VERSION),
     description="Answers of runs 0..m-1 (seed = run), stored per run by generation hash.",
 )
 def predictions(
@@ -189,11 +217,25 @@ def predictions(
 
 
 @asset(
-    partitions_def=configs,
-    group_name=GROUP,
+    **COMMON,
     deps=[predictions],
-    code_version="1",
+    kinds={"parquet", "python"},
+    code_version=str(CONFIG_VERSION),
     description="The m runs voted into one answer per question, stored by voting hash.",
+    check_specs=[
+        check_spec(
+            "every_question_answered",
+            "ensembles",
+            "Every question of the question file has an answer row (an abstention counts).",
+            configs,
+        ),
+        check_spec(
+            "refs_within_corpus",
+            "ensembles",
+            "Every cited document id is an indexed document (WARN: scoring resolves near-misses).",
+            configs,
+        ),
+    ],
 )
 def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
@@ -214,11 +256,12 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
         )
     answers = st.read_answers(path)
     return MaterializeResult(
+        check_results=answer_checks(cfg, answers, st.corpus_ids(lake)),
         metadata={
             "reused": reused,
             "key": keys.ensemble,
             "voting_hash": cfg.voting_hash,
-            "path": str(path),
+            "path": MetadataValue.path(str(path)),
             "mode": cfg.voting.mode,
             "runs": cfg.voting.runs,
             "answers": len(answers),
@@ -229,11 +272,14 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
 
 
 @asset(
-    partitions_def=configs,
-    group_name=GROUP,
+    **COMMON,
     deps=[ensembles],
-    code_version="1",
+    kinds={"parquet", "python"},
+    code_version=str(CONFIG_VERSION),
     description="WattBot score of the ensemble (when the question file has gold answers).",
+    check_specs=[
+        check_spec("scores_in_range", "scores", "The final, value, ref and NA scores are each within [0, 1].", configs)
+    ],
 )
 def scores(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
@@ -243,12 +289,15 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     if scored is None:
         write_parquet_atomic(pa.table({"id": pa.array([], pa.string())}), path)
         return MaterializeResult(
+            check_results=[score_range_check({})],
             metadata={"scored": False, "reason": f"{cfg.questions} has no gold answers"},
             data_version=DataVersion(keys.ensemble),
         )
     report, rows = scored
     st.write_rows(rows, path, {"final": str(report.final)})
+    parts = {"final": report.final, "value": report.value, "ref": report.ref, "na": report.na}
     return MaterializeResult(
+        check_results=[score_range_check(parts)],
         metadata={
             "scored": True,
             "final": round(report.final, 4),
@@ -259,18 +308,19 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
             "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
             "errors": MetadataValue.json(report.error_counts()),
             "worst": MetadataValue.md(st.worst_table(rows)),
-            "path": str(path),
+            "path": MetadataValue.path(str(path)),
         },
         data_version=DataVersion(f"{keys.ensemble}:{report.final:.6f}"),
     )
 
 
 @asset(
-    partitions_def=configs,
-    group_name=GROUP,
+    **COMMON,
     deps=[ensembles],
-    code_version="1",
-    description="The ensemble as a WattBot submission CSV: <lake>/qa/submissions/<config>.csv.",
+    kinds={"csv", "python"},
+    code_version=str(CONFIG_VERSION),
+    description="The ensemble as a WattBot submission CSV: `LAKE/qa/submissions/CONFIG.csv` "
+    "(LAKE: the lake folder; CONFIG: the partition).",
 )
 def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
@@ -286,12 +336,44 @@ def submission(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     )
     return MaterializeResult(
         metadata={
-            "path": str(path),
+            "path": MetadataValue.path(str(path)),
             "rows": len(questions),
             "blank": sum(1 for q in questions if q.id not in answers or answers[q.id].is_blank),
             "preview": MetadataValue.md(preview),
         },
         data_version=DataVersion(keys.ensemble),
+    )
+
+
+def answer_checks(cfg: QAConfig, answers: dict[str, Any], corpus: list[str]) -> list[AssetCheckResult]:
+    """The ensemble's checks: no question left without a row; refs name indexed documents."""
+    ids = [q.id for q in load_questions(cfg.questions)]
+    missing = [i for i in ids if i not in answers]
+    known = set(corpus)
+    unknown = sorted({r for a in answers.values() if not a.is_blank for r in a.ref_id if r and r not in known})
+    return [
+        AssetCheckResult(
+            check_name="every_question_answered",
+            passed=not missing,
+            severity=AssetCheckSeverity.ERROR,
+            metadata={"questions": len(ids), "missing": len(missing), "missing_ids": MetadataValue.json(missing[:20])},
+        ),
+        AssetCheckResult(
+            check_name="refs_within_corpus",
+            passed=not unknown,
+            severity=AssetCheckSeverity.WARN,
+            metadata={"unknown_refs": MetadataValue.json(unknown[:20]), "indexed_documents": len(known)},
+        ),
+    ]
+
+
+def score_range_check(parts: dict[str, float]) -> AssetCheckResult:
+    """Every score component within [0, 1] (nothing to check when there is no gold)."""
+    outside = {k: v for k, v in parts.items() if not 0.0 <= v <= 1.0}
+    return AssetCheckResult(
+        check_name="scores_in_range",
+        passed=not outside,
+        metadata={"scored": bool(parts), "outside": MetadataValue.json(outside)},
     )
 
 

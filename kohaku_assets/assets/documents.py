@@ -12,22 +12,24 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from dagster import (
     AssetCheckResult,
     AssetCheckSeverity,
-    AssetCheckSpec,
     AssetExecutionContext,
     DataVersion,
     MaterializeResult,
     MetadataValue,
     ResourceParam,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
 )
 from PIL import Image
 
-from kohaku_assets.partitions import INDEXING_GROUP, documents
+from kohaku_assets.partitions import INDEXING_GROUP, INDEXING_TAGS, OWNERS, check_spec, documents
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
@@ -55,18 +57,57 @@ def recorded_source(settings: KohakuSettings, doc_id: str) -> SourceDocument:
     return SourceDocument(doc_id, Path(row["path"]), cast(DocFormat, row["format"]), row["content_hash"], meta)
 
 
-def _sample_table(nodes: list[Node], limit: int = 5) -> str:
-    rows = ["| node_id | kind | page | text |", "|---|---|---|---|"]
+def cut_at_word(text: str, limit: int = 160) -> str:
+    """`text` on one line, at most `limit` characters, cut at a word boundary with "…"."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    head = flat[: limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:") + "…"
+
+
+SAMPLE_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("node_id", "string"),
+        TableColumn("kind", "string", description="the node kind (paragraph)"),
+        TableColumn("attachment", "string", description="text, table or image"),
+        TableColumn("page", "int"),
+        TableColumn("text", "string", description="cut at a word boundary"),
+    ]
+)
+
+
+def sample_table(nodes: list[Node], limit: int = 5) -> MetadataValue:
+    """The first paragraphs of the tree as a table in the UI."""
     picks = [n for n in nodes if n.kind is NodeKind.PARAGRAPH][:limit]
-    for n in picks:
-        text = n.text[:160].replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| {n.node_id} | {n.attachment} | {n.page} | {text} |")
-    return "\n".join(rows)
+    records = [
+        TableRecord(
+            {
+                "node_id": n.node_id,
+                "kind": str(n.kind),
+                "attachment": str(n.attachment),
+                "page": n.page if n.page is not None else -1,
+                "text": cut_at_word(n.text),
+            }
+        )
+        for n in picks
+    ]
+    return MetadataValue.table(records=records, schema=SAMPLE_SCHEMA)
+
+
+# The conventions every per-document asset shares.
+COMMON: dict[str, Any] = {
+    "partitions_def": documents,
+    "group_name": INDEXING_GROUP,
+    "owners": OWNERS,
+    "tags": INDEXING_TAGS,
+}
 
 
 @asset(
-    partitions_def=documents,
-    group_name=INDEXING_GROUP,
+    **COMMON,
+    kinds={"pdf", "parquet", "python"},
     code_version="1",
     description="The document's file and content hash.",
 )
@@ -83,7 +124,7 @@ def source_document(context: AssetExecutionContext, settings: KohakuSettings) ->
         ix.write_source(settings.lake, source)
     return MaterializeResult(
         metadata={
-            "path": str(source.path),
+            "path": MetadataValue.path(str(source.path)),
             "format": source.format,
             "title": source.title,
             "content_hash": source.content_hash,
@@ -93,14 +134,14 @@ def source_document(context: AssetExecutionContext, settings: KohakuSettings) ->
 
 
 @asset(
-    partitions_def=documents,
-    group_name=INDEXING_GROUP,
+    **COMMON,
     deps=[source_document],
+    kinds={"pdf", "parquet", "python"},
     code_version=ix.PARSER_VERSION,
     description="document → section → paragraph → sentence nodes (Parquet, TREE_SCHEMA).",
     check_specs=[
-        AssetCheckSpec("tree_not_empty", asset="document_tree", description="The tree has at least one sentence."),
-        AssetCheckSpec("parents_exist", asset="document_tree", description="Every node's parent is in the tree."),
+        check_spec("tree_not_empty", "document_tree", "The tree has at least one sentence.", documents),
+        check_spec("parents_exist", "document_tree", "Every node's parent is in the tree.", documents),
     ],
 )
 def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
@@ -121,13 +162,14 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
             "figures": sum(1 for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.IMAGE),
             "reused": reused,
             "seconds": round(time.perf_counter() - started, 3),
-            "sample": MetadataValue.md(_sample_table(nodes)),
+            "sample": sample_table(nodes),
         },
         data_version=DataVersion(ix.tree_version(source.content_hash, cfg)),
         check_results=[
             AssetCheckResult(
                 check_name="tree_not_empty",
                 passed=kinds.get("sentence", 0) > 0,
+                severity=AssetCheckSeverity.WARN,  # figures-only documents still index
                 metadata={"sentences": kinds.get("sentence", 0)},
             ),
             AssetCheckResult(
@@ -160,9 +202,9 @@ def _thumbnails(settings: KohakuSettings, hashes: list[str]) -> str:
 
 
 @asset(
-    partitions_def=documents,
-    group_name=INDEXING_GROUP,
+    **COMMON,
     deps=[document_tree],
+    kinds={"parquet", "python"},
     code_version="1",
     description="Figure captions: PDF caption + OCR text (offline) or a vision model's description.",
 )
@@ -198,9 +240,9 @@ def captions(
 
 
 @asset(
-    partitions_def=documents,
-    group_name=INDEXING_GROUP,
+    **COMMON,
     deps=[document_tree, captions],
+    kinds={"parquet", "python"},
     code_version=ix.EMBED_VERSION,
     description="Sentence vectors (cached by model and text hash).",
 )
@@ -225,15 +267,13 @@ def leaf_embeddings(
 
 
 @asset(
-    partitions_def=documents,
-    group_name=INDEXING_GROUP,
+    **COMMON,
     deps=[leaf_embeddings],
+    kinds={"parquet", "python"},
     code_version=ix.EMBED_VERSION,
     description="Vectors for every node: parents are the length-weighted mean of their children.",
     check_specs=[
-        AssetCheckSpec(
-            "vector_dims_agree", asset="node_embeddings", description="All vectors have the embedder's dimension."
-        )
+        check_spec("vector_dims_agree", "node_embeddings", "All vectors have the embedder's dimension.", documents)
     ],
 )
 def node_embeddings(
@@ -256,9 +296,9 @@ def node_embeddings(
 
 
 @asset(
-    partitions_def=documents,
-    group_name=INDEXING_GROUP,
+    **COMMON,
     deps=[node_embeddings],
+    kinds={"parquet", "python"},
     code_version="1",
     description="Nodes, vectors and BM25 text of one document: what the indexes are assembled from.",
 )

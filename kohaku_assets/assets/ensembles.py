@@ -19,7 +19,7 @@ from dagster import (
 )
 
 from kohaku_assets.assets.answering import ensembles
-from kohaku_assets.partitions import ANSWERING_GROUP, ensemble_specs
+from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, ensemble_specs
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import spec_of
@@ -31,6 +31,9 @@ from kohaku_rag.evaluation.wattbot_csv import load_questions
 @asset(
     partitions_def=ensemble_specs,
     group_name=ANSWERING_GROUP,
+    owners=OWNERS,
+    tags=ANSWERING_TAGS,
+    kinds={"parquet", "python"},
     code_version="1",
     deps=[AssetDep(ensembles, partition_mapping=AllPartitionMapping())],
     description="One vote over the runs (or ensembles) of the configs an ensemble spec names, and its score.",
@@ -48,7 +51,7 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
     metadata: dict[str, object] = {
         "reused": reused,
         "key": pool.key,
-        "path": str(st.ensemble_path(lake, pool.key)),
+        "path": MetadataValue.path(str(st.ensemble_path(lake, pool.key))),
         "members": MetadataValue.json(pool.member_keys),
         "pool": spec.pool,
         "voters": len(pool.voters),

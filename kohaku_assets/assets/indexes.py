@@ -2,59 +2,107 @@
 
 They re-assemble by their automation condition after document runs finish, whoever
 started them (sensor, schedule, a backfill in the UI), and `kohaku index` materializes
-them after its document runs.
+them after its document runs. "Up to date" means: assembled after the latest
+materialization of every registered document's index rows; the automation condition
+sensor (on by default, see definitions.py) re-assembles an index that is not.
 """
 
 import time
 
 from dagster import (
     AssetCheckResult,
-    AssetCheckSpec,
     AssetExecutionContext,
     AutomationCondition,
     MaterializeResult,
     MetadataValue,
     ResourceParam,
+    TableColumn,
+    TableRecord,
+    TableSchema,
     asset,
 )
 
 from kohaku_assets.assets.documents import index_rows
-from kohaku_assets.partitions import INDEXING_GROUP, documents
+from kohaku_assets.partitions import INDEXING_GROUP, INDEXING_TAGS, OWNERS, check_spec, documents
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.index_config import record_index_config
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
+from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION
+from kohaku_rag.stores.vectors import SCHEMA_VERSION
 
-# Wait while any document is still in progress.
-ASSEMBLE_WHEN = (
-    AutomationCondition.any_deps_updated().since_last_handled()
-    & ~AutomationCondition.any_deps_in_progress()
-    & ~AutomationCondition.in_progress()
-)
+
+def after_deps_update(label: str) -> AutomationCondition:
+    """Run after any dep updated since this asset was last requested or updated (whoever
+    materialized the dep: a sensor, the schedule, the CLI, a UI backfill), waiting while
+    any dep is in progress. Unlike eager(), a dep with partitions never materialized does
+    not block it. On the sensor's first evaluation (no previous tick to compare with) an
+    asset that was never built is built if any dep has been."""
+    updated = AutomationCondition.any_deps_updated().since_last_handled()
+    never_built = (
+        AutomationCondition.initial_evaluation()
+        & AutomationCondition.missing()
+        & AutomationCondition.any_deps_match(~AutomationCondition.missing())
+    ).with_label("never built, deps built")
+    return (
+        (updated | never_built) & ~AutomationCondition.any_deps_in_progress() & ~AutomationCondition.in_progress()
+    ).with_label(label)
+
+
+ASSEMBLE_WHEN = after_deps_update("re-assemble after document updates")
 
 
 def _registered(context: AssetExecutionContext) -> list[str]:
     return sorted(context.instance.get_dynamic_partitions(documents.name))
 
 
-def _documents_table(rows: list[tuple[str, int, str]]) -> str:
+DOCUMENTS_SCHEMA = TableSchema(
+    columns=[
+        TableColumn("document", "string"),
+        TableColumn("nodes", "int"),
+        TableColumn("bar", "string", description="nodes relative to the largest document"),
+        TableColumn("updated", "string", description="when the document was upserted (UTC)"),
+    ]
+)
+
+
+def documents_table(rows: list[tuple[str, int, str]]) -> MetadataValue:
     """Nodes per document as a table with a text bar, so outliers (an empty parse, a
     runaway one) stand out in the UI."""
     top = max((n for _, n, _ in rows), default=1) or 1
-    lines = ["| document | nodes | | updated |", "|---|---:|---|---|"]
-    lines += [f"| {d} | {n} | {'█' * max(1, round(20 * n / top))} | {u} |" for d, n, u in rows]
-    return "\n".join(lines)
+    records = [
+        TableRecord({"document": d, "nodes": n, "bar": "█" * max(1, round(20 * n / top)), "updated": u})
+        for d, n, u in rows
+    ]
+    return MetadataValue.table(records=records, schema=DOCUMENTS_SCHEMA)
+
+
+INDEX_DESCRIPTION = (
+    " Up to date when assembled after the latest index rows of every registered document; "
+    "re-assembled by its automation condition (the default automation condition sensor is on)."
+)
 
 
 @asset(
     group_name=INDEXING_GROUP,
     deps=[index_rows],
-    code_version="1",
+    owners=OWNERS,
+    tags=INDEXING_TAGS,
+    kinds={"sqlite", "python"},
+    code_version=f"schema-{SCHEMA_VERSION}",
     automation_condition=ASSEMBLE_WHEN,
-    description="sqlite-vec index of sentence and paragraph vectors plus every node's text; upserted per document.",
-    check_specs=[AssetCheckSpec("index_dims_agree", asset="vector_index")],
+    description="sqlite-vec index of sentence and paragraph vectors plus every node's text; upserted per document."
+    + INDEX_DESCRIPTION,
+    check_specs=[
+        check_spec(
+            "index_dims_agree",
+            "vector_index",
+            "Every registered document's stored vectors have the dimension the index is queried with.",
+            None,
+        )
+    ],
 )
 def vector_index(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
@@ -80,7 +128,7 @@ def vector_index(
             **{f"vectors/{k}": v for k, v in counts.items()},
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(lake.vectors_path)),
-            "per_document": MetadataValue.md(_documents_table(per_doc)),
+            "per_document": documents_table(per_doc),
         },
         check_results=[
             AssetCheckResult(
@@ -95,9 +143,12 @@ def vector_index(
 @asset(
     group_name=INDEXING_GROUP,
     deps=[index_rows],
-    code_version="1",
+    owners=OWNERS,
+    tags=INDEXING_TAGS,
+    kinds={"python"},
+    code_version=f"format-{FORMAT_VERSION}-tokenizer-{TOKENIZER_VERSION}",
     automation_condition=ASSEMBLE_WHEN,
-    description="BM25 over paragraph texts (with titles).",
+    description="BM25 over paragraph texts (with titles)." + INDEX_DESCRIPTION,
 )
 def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()

@@ -1,29 +1,42 @@
 """The leaderboard: every scored config and ensemble in one Parquet table."""
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, AutomationCondition, MaterializeResult, MetadataValue, asset
+from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, asset
 
 from kohaku_assets.assets.answering import scores
 from kohaku_assets.assets.ensembles import cross_ensemble
-from kohaku_assets.partitions import ANSWERING_GROUP
+from kohaku_assets.assets.indexes import after_deps_update
+from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
 from kohaku_rag.lake import write_parquet_atomic
 
+# eager() waits while any dep is missing: with one partition of `scores` or of
+# `cross_ensemble` never materialized (a spec not voted yet) it never fires.
+REFRESH_WHEN = after_deps_update("refresh after any score update")
+
 
 @asset(
     group_name=ANSWERING_GROUP,
     deps=[scores, cross_ensemble],
+    owners=OWNERS,
+    tags=ANSWERING_TAGS,
+    kinds={"parquet", "duckdb", "python"},
     code_version="1",
-    automation_condition=AutomationCondition.eager(),
+    automation_condition=REFRESH_WHEN,
     description="Every scored config and ensemble in one Parquet table: "
-    "duckdb -c \"from '<lake>/qa/leaderboard.parquet'\".",
+    "`duckdb -c \"from 'LAKE/qa/leaderboard.parquet'\"` (LAKE: the lake folder). Up to date when "
+    "refreshed after the latest scores and cross-config ensembles (automation condition, sensor on).",
 )
 def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     rows = leaderboard_rows(settings.lake)
     path = st.leaderboard_path(settings.lake)
     write_parquet_atomic(pa.Table.from_pylist(rows) if rows else pa.table({"config": pa.array([], pa.string())}), path)
     return MaterializeResult(
-        metadata={"configs": len(rows), "path": str(path), "table": MetadataValue.md(leaderboard_markdown(rows))}
+        metadata={
+            "configs": len(rows),
+            "path": MetadataValue.path(str(path)),
+            "table": MetadataValue.md(leaderboard_markdown(rows)),
+        }
     )

@@ -89,7 +89,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     instance_for(settings.lake.root)  # creates the instance home and sets DAGSTER_HOME
     env = {**os.environ, "KOHAKU_LAKE": str(settings.lake.root), "KOHAKU_CORPUS": str(settings.corpus)}
     env.pop("KOHAKU_INDEX_CONFIG", None)
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"), "-p", str(args.port)]
+    cmd = [
+        sys.executable, "-m", "dagster", "dev", "-w", str(REPO_ROOT / "workspace.yaml"),
+        "-h", args.host, "-p", str(args.port),
+    ]  # fmt: skip
+    # `dagster dev` starts the webserver and the daemon (sensors, schedule, automation).
+    print(f"Dagster UI (webserver and daemon) on http://{args.host}:{args.port} for the lake {settings.lake.root}")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"  listening on {args.host}: anyone who can reach this address can launch runs", file=sys.stderr)
     return subprocess.call(cmd, env=env)
 
 
@@ -168,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("ui", parents=[common], help="start the Dagster UI on the lake's instance")
-    p.add_argument("--port", type=int, default=3000)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address the webserver listens on (default: %(default)s, this machine only)"
+    )
+    p.add_argument("--port", type=int, default=3000, help="port (default: %(default)s)")
     p.set_defaults(func=cmd_ui)
 
     p = sub.add_parser("sample-corpus", help="write the bundled sample PDFs to a folder")

@@ -55,7 +55,8 @@ def test_new_config_is_the_only_one_computed(env):
     cfg_a = write_config(settings, "a", server, questions)
     instance = instance_for(settings.lake.root)
     first = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
-    assert [r.partition_key for r in first.run_requests] == ["a"]
+    # The lake registered `default` (its file written from the defaults) when it was created.
+    assert [r.partition_key for r in first.run_requests] == ["a", "default"]
     assert first.dynamic_partitions_requests[0].partition_keys == ["a"]
     report = run_config(settings, "a")
     assert report.metadata["scores"]["final"] == pytest.approx(1.0)
