@@ -60,7 +60,7 @@ def partition_config(settings: KohakuSettings, name: str) -> QAConfig:
             description=f"{what}; {fix}",
             metadata={"configs_folder": MetadataValue.path(str(folder)), "error": str(exc)},
             allow_retries=False,
-        ) from exc
+        ) from None  # the description says it all: no chained traceback under it in the UI
 
 
 def _partition(settings: KohakuSettings, context: AssetExecutionContext) -> tuple[Lake, QAConfig, st.QAKeys]:

@@ -139,3 +139,39 @@ def test_first_evaluation_catches_up_on_a_lake_built_while_the_sensor_was_off():
     first = evaluate_automation_conditions(defs, instance)
     assert first.get_num_requested(AssetKey("leaderboard")) == 1
     assert first.get_num_requested(AssetKey("vector_index")) == 0
+
+
+def test_a_partition_without_its_file_fails_with_the_reason(tmp_path, monkeypatch):
+    from dagster import materialize
+
+    from kohaku_assets.assets.answering import question_set
+    from kohaku_assets.runner import failure_message, resources_for
+
+    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(CONFIGS, ["added_in_ui"])
+    settings = KohakuSettings(lake_root=str(tmp_path / "lake"))
+    result = materialize(
+        [question_set],
+        partition_key="added_in_ui",
+        instance=instance,
+        resources=resources_for(settings),
+        raise_on_error=False,
+    )
+    assert not result.success
+    message = failure_message(result)
+    assert "no config file for partition 'added_in_ui'" in message and "added_in_ui.toml" in message
+
+
+def test_kohaku_ui_passes_the_host_and_says_where(tmp_path, monkeypatch, capsys):
+    import kohaku_assets.cli as cli
+
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
+    lake = tmp_path / "lake"
+    assert cli.main(["ui", "--lake", str(lake), "--corpus", str(tmp_path), "--port", "3005"]) == 0
+    cmd, env = calls[0]
+    assert cmd[cmd.index("-h") + 1] == "127.0.0.1" and cmd[cmd.index("-p") + 1] == "3005"
+    assert "dev" in cmd and env["DAGSTER_HOME"] == str(lake.resolve() / ".dagster")
+    assert "http://127.0.0.1:3005" in capsys.readouterr().out
