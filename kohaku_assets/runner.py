@@ -78,13 +78,16 @@ def instance_for(lake_root: Path) -> DagsterInstance:
     # Dagster's own code (and `kohaku ui`) read the instance from DAGSTER_HOME.
     os.environ["DAGSTER_HOME"] = str(home)
     instance = DagsterInstance.from_config(str(home))
-    register_default_config(Lake(Path(lake_root)), instance)
+    lake = Lake(Path(lake_root))
+    if not configs_dir(lake).exists():  # a new lake (or one that never had configs)
+        register_default_config(lake, instance)
     return instance
 
 
 def register_default_config(lake: Lake, instance: DagsterInstance) -> None:
-    """A new lake answers out of the box: `<configs>/default.toml` written from the defaults
-    (a user's file is kept) and its `default` partition registered."""
+    """A new lake answers out of the box: `CONFIGS/default.toml` written from the defaults
+    (a user's file is kept) and its `default` partition registered. Only once: a user who
+    deletes `default.toml` later does not see it come back."""
     folder = configs_dir(lake)
     if "default" not in config_files(folder):
         write_bytes_atomic(folder / "default.toml", dump_toml(QAConfig()).encode())

@@ -202,7 +202,7 @@ def test_the_configs_sensor_runs_no_invalid_file(tmp_path, monkeypatch) -> None:
     write(folder, '[voting]\nmode = "plurality"\n', "bad.toml")
     instance = instance_for(settings.lake.root)
     result = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
-    assert [r.partition_key for r in result.run_requests] == ["default", "good"]  # default: the new lake's
+    assert [r.partition_key for r in result.run_requests] == ["good"]
 
 
 def test_the_planner_prompt_expands_abbreviations_and_splits_compound_questions() -> None:

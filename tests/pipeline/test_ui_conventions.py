@@ -98,6 +98,9 @@ def test_lake_creation_registers_default_config(tmp_path, monkeypatch):
     default.write_text(default.read_text() + "\n# mine\n")
     instance_for(settings.lake.root)  # a user's file is never overwritten
     assert default.read_text().endswith("# mine\n")
+    default.unlink()
+    instance_for(settings.lake.root)  # only a new lake gets it: a deleted default stays deleted
+    assert not default.exists()
 
 
 def test_missing_config_fails_with_the_file_and_the_fix(tmp_path, monkeypatch):
