@@ -142,6 +142,7 @@ class UI:
                     " { nodes { name location { name } } } } }"
                 )["repositoriesOrError"]
                 if repos["__typename"] == "RepositoryConnection" and repos["nodes"]:
+                    self.gql("mutation { setNuxSeen }")  # no welcome dialog over the screenshots
                     self.repository = repos["nodes"][0]["name"]
                     self.location = repos["nodes"][0]["location"]["name"]
                     return

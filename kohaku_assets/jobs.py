@@ -1,10 +1,11 @@
 """The jobs the sensors, the schedule, the UI and the CLI (kohaku_assets.runner) launch.
 
 Every step of a run executes in the run's own process (`in_process_executor`): one
-process per run, not one per step (six per document, each importing the code location,
-took ~65 s for ~9 s of work). A step that raises still fails only its run, and each
-document and config is its own run (its own process when the UI or a sensor launches it),
-so one broken document or config never fails another's run.
+process per run, not one per step (six per document, each importing the code location:
+bench/ui_smoke.py timed a document materialized from the UI at 25.9 s before, 7.2 s after).
+A step that raises still fails only its run (its downstream steps are skipped), and each
+document and config is its own run, in its own process when the UI or a sensor launches it,
+so one broken document or config (even one that crashes its process) never fails another's.
 """
 
 from dagster import define_asset_job, in_process_executor
