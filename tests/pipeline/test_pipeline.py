@@ -214,6 +214,12 @@ def test_code_location_loads():
         j.name for j in repo.get_all_jobs()
     }
     assert {"corpus_sensor", "configs_sensor", "ensemble_specs_sensor"} <= {s.name for s in repo.sensor_defs}
+    # One process per run, not per step, for the jobs and the asset graph's own materializations.
+    from dagster import in_process_executor
+
+    assert {j.name: j.executor_def for j in repo.get_all_jobs()} == {
+        j.name: in_process_executor for j in repo.get_all_jobs()
+    }
 
 
 def test_demo_generates_indexes_and_searches_the_sample_corpus(tmp_path, monkeypatch, capsys):
