@@ -38,6 +38,7 @@ from dagster._core.execution.api import create_execution_plan, execute_run
 from dagster._core.execution.execute_in_process import merge_run_tags
 from dagster._core.execution.execution_result import ExecutionResult
 from dagster._core.remote_origin import CodeLocationOrigin, RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
 
 from kohaku_assets.definitions import defs
@@ -120,6 +121,10 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     host = socket.gethostname()
     failed: list[str] = []
     for run in instance.get_runs(filters=RunsFilter(statuses=active, tags={HOST_TAG: host})):
+        if run.parent_run_id is not None or GRPC_INFO_TAG in run.tags:
+            # A re-execution from the UI (or its automatic retry) inherits a CLI run's tags,
+            # but runs in the UI's own run worker, watched by its run monitoring.
+            continue
         pid = run.tags.get(PID_TAG, "")
         if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
             instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")

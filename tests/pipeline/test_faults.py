@@ -216,12 +216,23 @@ def test_runs_left_started_by_a_dead_process_are_marked_failed(env):
         status=DagsterRunStatus.STARTED,
         tags={PID_TAG: str(os.getppid()), HOST_TAG: socket.gethostname()},
     )
+    # A re-execution of a CLI run from the UI inherits its tags but runs in the UI's worker.
+    rerun = DagsterRun(
+        job_name="index_document",
+        run_id=make_new_run_id(),
+        status=DagsterRunStatus.STARTED,
+        tags={PID_TAG: str(dead.pid), HOST_TAG: socket.gethostname()},
+        parent_run_id=orphan.run_id,
+        root_run_id=orphan.run_id,
+    )
     instance.add_run(orphan)
     instance.add_run(alive)
+    instance.add_run(rerun)
     messages: list[str] = []
     run_index(settings, progress=messages.append)
     assert instance.get_run_by_id(orphan.run_id).status is DagsterRunStatus.FAILURE
     assert instance.get_run_by_id(alive.run_id).status is DagsterRunStatus.STARTED
+    assert instance.get_run_by_id(rerun.run_id).status is DagsterRunStatus.STARTED
     assert any(orphan.run_id in m for m in messages)
 
 
