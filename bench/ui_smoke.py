@@ -7,7 +7,8 @@ GraphQL API and a headless Chromium, and time what a user does there.
 
 Steps, each timed from the click (the GraphQL mutation the UI sends) to the end:
   0. `kohaku demo --no-ask` builds a lake from the CLI; the UI must list those runs under
-     the `index_document` job of the code location (GraphQL and the rendered page).
+     the `index_document` job of the code location (GraphQL and the rendered page), and
+     re-execute one of them.
   a. materialize one document partition: a run of `index_document` launched from the UI;
   b. a backfill of the `answer_config` job for one config partition (a config whose LLM is
      a fake OpenAI-compatible server started here, on 127.0.0.1);
@@ -168,6 +169,16 @@ class UI:
         )["launchPipelineExecution"]
         if data["__typename"] != "LaunchRunSuccess":
             raise RuntimeError(f"launch {job}[{partition}]: {data}")
+        return str(data["run"]["runId"])
+
+    def reexecute(self, parent_run_id: str) -> str:
+        data = self.gql(
+            """mutation($p: ReexecutionParams!) { launchRunReexecution(reexecutionParams: $p) {
+                __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+            p={"parentRunId": parent_run_id, "strategy": "ALL_STEPS"},
+        )["launchRunReexecution"]
+        if data["__typename"] != "LaunchRunSuccess":
+            raise RuntimeError(f"re-execute {parent_run_id}: {data}")
         return str(data["run"]["runId"])
 
     def run_status(self, run_id: str) -> str:
@@ -366,6 +377,12 @@ def main() -> int:
             job_url = f"{ui.base}/locations/{ui.location}/jobs/index_document/runs"
             dom = browse(job_url, shots / "0-index_document-runs.png")
             checks.check(dom.count("sample_") >= 3, "browser: index_document's runs page lists the demo's partitions")
+
+            # A CLI run is a run of the location's job: the UI can re-execute it.
+            if cli_runs:
+                rerun = ui.reexecute(cli_runs[-1]["runId"])
+                status = ui.wait_run(rerun)
+                checks.check(status == "SUCCESS", f"re-executing the CLI run {cli_runs[-1]['runId'][:8]}: {status}")
 
             print("a. materialize one document from the UI", flush=True)
             t0 = time.perf_counter()
