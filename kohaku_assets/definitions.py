@@ -1,6 +1,12 @@
 """The Dagster code location that `workspace.yaml` loads."""
 
-from dagster import AssetSelection, AutomationConditionSensorDefinition, DefaultSensorStatus, Definitions
+from dagster import (
+    AssetSelection,
+    AutomationConditionSensorDefinition,
+    DefaultSensorStatus,
+    Definitions,
+    in_process_executor,
+)
 
 from kohaku_assets.assets import ALL_ASSETS
 from kohaku_assets.jobs import JOBS
@@ -27,4 +33,7 @@ defs = Definitions(
     schedules=SCHEDULES,
     # One model pool per code-server process: the sensors and in-process runs share it.
     resources={"settings": KohakuSettings(), "models": ModelPool()},
+    # Materializations started from the asset graph (not one of JOBS) also run every step in
+    # the run's process: one process per run, not one per step (see kohaku_assets.jobs).
+    executor=in_process_executor,
 )

@@ -1,8 +1,16 @@
-"""The jobs the sensors, the schedule and the UI launch."""
+"""The jobs the sensors, the schedule, the UI and the CLI (kohaku_assets.runner) launch.
 
-from dagster import define_asset_job
+Every step of a run executes in the run's own process (`in_process_executor`): one
+process per run, not one per step (six per document, each importing the code location:
+bench/ui_smoke.py timed a document materialized from the UI at 24-26 s before, 7-10 s after).
+A step that raises still fails only its run (its downstream steps are skipped), and each
+document and config is its own run, in its own process when the UI or a sensor launches it,
+so one broken document or config (even one that crashes its process) never fails another's.
+"""
 
-from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, cross_ensemble
+from dagster import define_asset_job, in_process_executor
+
+from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, cross_ensemble, leaderboard
 from kohaku_assets.partitions import configs, documents, ensemble_specs
 
 index_document_job = define_asset_job(
@@ -10,21 +18,34 @@ index_document_job = define_asset_job(
     selection=PER_DOCUMENT,
     partitions_def=documents,
     description="Parse, embed and prepare the index rows of one document.",
+    executor_def=in_process_executor,
 )
 assemble_indexes_job = define_asset_job(
-    "assemble_indexes", selection=INDEXES, description="Upsert changed documents into sqlite-vec and rebuild BM25."
+    "assemble_indexes",
+    selection=INDEXES,
+    description="Upsert changed documents into sqlite-vec and rebuild BM25.",
+    executor_def=in_process_executor,
 )
 answer_config_job = define_asset_job(
     "answer_config",
     selection=PER_CONFIG,
     partitions_def=configs,
     description="Questions → retrievals → predictions → ensembles → scores and submission CSV of one config.",
+    executor_def=in_process_executor,
 )
 cross_ensemble_job = define_asset_job(
     "vote_ensemble",
     selection=[cross_ensemble],
     partitions_def=ensemble_specs,
     description="Vote the stored runs of the configs an ensemble spec names.",
+    executor_def=in_process_executor,
+)
+leaderboard_job = define_asset_job(
+    "update_leaderboard",
+    selection=[leaderboard],
+    description="Every scored config and ensemble in one table (after `kohaku eval`; the UI's runs "
+    "update it through its automation condition).",
+    executor_def=in_process_executor,
 )
 
-JOBS = [index_document_job, assemble_indexes_job, answer_config_job, cross_ensemble_job]
+JOBS = [index_document_job, assemble_indexes_job, answer_config_job, cross_ensemble_job, leaderboard_job]

@@ -1,15 +1,21 @@
-"""In-process runs of the assets on the lake's persistent Dagster instance (the CLI, tests).
+"""In-process runs of the code location's jobs on the lake's persistent Dagster instance
+(the CLI, tests).
 
-`kohaku index` runs one run per changed document (so one broken file fails only its own
-run), then the index assembly; `kohaku eval` runs a config's partition, or an ensemble
-spec's. They are the same assets the UI, sensors and schedule launch, so every run shows
-in `kohaku ui`.
+`kohaku index` runs `index_document` once per changed document (so one broken file fails
+only its own run), then `assemble_indexes`; `kohaku eval` runs `answer_config` for a
+config's partition (or `vote_ensemble` for an ensemble spec's), then `update_leaderboard`.
+They are the jobs the UI, sensors and schedule launch, resolved from the same
+`Definitions`, and each run carries the code location's origin (the location named in
+`workspace.yaml`), so in `kohaku ui` a CLI run is listed under its job, with its
+partition, like a run launched there.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,19 +23,34 @@ from pathlib import Path
 from typing import Any
 
 from dagster import (
-    AssetsDefinition,
+    AssetKey,
     DagsterEventType,
     DagsterInstance,
     DagsterRunStatus,
-    ExecuteInProcessResult,
+    JobDefinition,
+    ResourceDefinition,
     RunsFilter,
-    materialize,
+    in_process_executor,
 )
+from dagster._core.definitions.job_base import InMemoryJob
+from dagster._core.definitions.reconstruct import ReconstructableRepository
+from dagster._core.execution.api import create_execution_plan, execute_run
+from dagster._core.execution.execute_in_process import merge_run_tags
+from dagster._core.execution.execution_result import ExecutionResult
+from dagster._core.remote_origin import CodeLocationOrigin, RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
+from dagster._core.storage.tags import GRPC_INFO_TAG
+from dagster._core.workspace.load import location_origins_from_yaml_paths
 
-from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, QA_ASSETS, cross_ensemble, leaderboard
-from kohaku_assets.assets.indexes import bm25_index, vector_index
+from kohaku_assets.definitions import defs
+from kohaku_assets.jobs import (
+    answer_config_job,
+    assemble_indexes_job,
+    cross_ensemble_job,
+    index_document_job,
+    leaderboard_job,
+)
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
-from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.resources import REPO_ROOT, KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_files, config_of, configs_dir, spec_of
 from kohaku_rag.answering.qa_config import QAConfig, dump_toml
@@ -49,6 +70,9 @@ from kohaku_rag.tree import NodeKind
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 # The models loaded by this process's runs, unless a caller brings its own pool.
 PROCESS_MODELS = ModelPool()
+# The workspace `kohaku ui` loads; its one code location is the one CLI runs belong to.
+WORKSPACE_YAML = REPO_ROOT / "workspace.yaml"
+LOCATION_NAME = "kohaku-lake"
 
 
 # The instance's settings. Run monitoring lets `kohaku ui`'s daemon fail runs whose worker
@@ -113,6 +137,10 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     host = socket.gethostname()
     failed: list[str] = []
     for run in instance.get_runs(filters=RunsFilter(statuses=active, tags={HOST_TAG: host})):
+        if run.parent_run_id is not None or GRPC_INFO_TAG in run.tags:
+            # A re-execution from the UI (or its automatic retry) inherits a CLI run's tags,
+            # but runs in the UI's own run worker, watched by its run monitoring.
+            continue
         pid = run.tags.get(PID_TAG, "")
         if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
             instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")
@@ -120,7 +148,7 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     return failed
 
 
-def failure_message(result: ExecuteInProcessResult, *, verbose: bool = False) -> str:
+def failure_message(result: ExecutionResult, *, verbose: bool = False) -> str:
     """One line: the failed step and why (DocumentError names the file); with `verbose`,
     the traceback follows."""
     for event in result.all_events:
@@ -137,7 +165,7 @@ def failure_message(result: ExecuteInProcessResult, *, verbose: bool = False) ->
     return "run failed"
 
 
-def materialization_metadata(result: ExecuteInProcessResult) -> dict[str, dict[str, object]]:
+def materialization_metadata(result: ExecutionResult) -> dict[str, dict[str, object]]:
     """asset name -> the metadata of its materialization in `result`."""
     out: dict[str, dict[str, object]] = {}
     for event in result.get_asset_materialization_events():
@@ -156,23 +184,64 @@ def embedder_for(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) -
     return models.embedder(settings.index_config().embedder, settings.lake)
 
 
-def _run(
+@functools.cache
+def code_location_origin() -> CodeLocationOrigin:
+    """The origin of the code location `kohaku ui` loads from `workspace.yaml`, so runs made
+    here are filed under the same location, repository and job as runs launched there."""
+    origins = location_origins_from_yaml_paths([str(WORKSPACE_YAML)]) if WORKSPACE_YAML.exists() else []
+    named = [o for o in origins if o.location_name == LOCATION_NAME]
+    return named[0] if named else RegisteredCodeLocationOrigin(LOCATION_NAME)
+
+
+def repository_origin() -> RemoteRepositoryOrigin:
+    return RemoteRepositoryOrigin(code_location_origin(), defs.get_repository_def().name)
+
+
+def settings_config(settings: KohakuSettings) -> dict[str, Any]:
+    """The `settings` resource as run config: what the run's page in the UI shows, and what a
+    re-execution from the UI runs with."""
+    return {"config": settings.model_dump(include={"lake_root", "corpus_dir", "index_config_file", "follow_links"})}
+
+
+def job_for(name: str, models: ModelPool = PROCESS_MODELS) -> JobDefinition:
+    """The code location's job `name`, run in this process (every step in it, whatever
+    executor the UI's runs use), with `models` as its loaded models."""
+    job = defs.resolve_job_def(name)
+    resources = {**job.resource_defs, "models": ResourceDefinition.hardcoded_resource(models)}
+    return job.with_top_level_resources(resources).with_executor_def(in_process_executor)
+
+
+def run_job(
     settings: KohakuSettings,
-    models: ModelPool,
-    assets: Sequence[AssetsDefinition],
-    selection: Sequence[AssetsDefinition],
+    name: str,
     partition_key: str | None = None,
-) -> ExecuteInProcessResult:
-    return materialize(
-        list(assets),
-        selection=list(selection),
-        partition_key=partition_key,
-        instance=instance_for(settings.lake.root),
-        resources=resources_for(settings, models),
-        raise_on_error=False,
-        tags={"kohaku/trigger": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()},
-        run_config=QUIET,
+    *,
+    models: ModelPool = PROCESS_MODELS,
+    asset_selection: Sequence[AssetKey] | None = None,
+) -> ExecutionResult:
+    """One run of the code location's job `name` (for one partition), executed in this
+    process and recorded on the lake's instance like a run launched from `kohaku ui`: same
+    job name, partition, location and repository."""
+    instance = instance_for(settings.lake.root)
+    job = job_for(name, models)
+    if asset_selection is not None:
+        job = job.get_subset(asset_selection=set(asset_selection))
+    run_config = {**QUIET, "resources": {"settings": settings_config(settings)}}
+    tags = {"kohaku/trigger": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    tags = dict(merge_run_tags(job, partition_key, tags, asset_selection, instance, run_config))
+    plan = create_execution_plan(job, run_config=run_config, instance_ref=instance.get_ref(), tags=tags)
+    origin = repository_origin()
+    code = ReconstructableRepository.for_module("kohaku_assets.definitions", "defs", None, sys.executable)
+    run = instance.create_run_for_job(
+        job_def=job,
+        execution_plan=plan,
+        run_config=run_config,
+        tags=tags,
+        asset_selection=frozenset(asset_selection) if asset_selection is not None else None,
+        remote_job_origin=origin.get_job_origin(name),
+        job_code_origin=code.get_reconstructable_job(name).get_python_origin(),
     )
+    return execute_run(InMemoryJob(job), run, instance, raise_on_error=False)
 
 
 def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str]) -> None:
@@ -252,10 +321,9 @@ def run_index(
     # Listed in metadata.csv with a URL but absent locally: the source asset fetches them.
     build = sorted(set(plan.build) | set(plan.fetch))
     report = IndexReport(skipped=plan.unchanged, removed=plan.remove)
-    every = [*PER_DOCUMENT, *INDEXES]
     for n, doc_id in enumerate(build, start=1):
         t0 = time.perf_counter()
-        result = _run(settings, models, every, PER_DOCUMENT, doc_id)
+        result = run_job(settings, index_document_job.name, doc_id, models=models)
         if result.success:
             report.recomputed.append(doc_id)
             progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
@@ -266,9 +334,11 @@ def run_index(
     # Compare, don't assume: an earlier run may have died after its documents but before
     # (or during) assembly, leaving indexes that no document run would ever re-assemble.
     lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)))
-    stale = [a for a, docs in ((vector_index, lag.vectors), (bm25_index, lag.bm25)) if docs]
+    stale = [AssetKey(a) for a, docs in (("vector_index", lag.vectors), ("bm25_index", lag.bm25)) if docs]
     if stale:
-        result = _run(settings, models, every, stale)
+        # The whole job when both are behind (the run the UI would launch), else the one behind.
+        subset = None if len(stale) == 2 else stale
+        result = run_job(settings, assemble_indexes_job.name, models=models, asset_selection=subset)
         if not result.success:
             raise RuntimeError(f"index assembly failed: {failure_message(result, verbose=verbose)}")
     report.failed.update(plan.held)
@@ -304,7 +374,7 @@ class QAReport:
 
 
 def _leaderboard(settings: KohakuSettings, models: ModelPool) -> None:
-    board = _run(settings, models, [*QA_ASSETS, cross_ensemble], [leaderboard])
+    board = run_job(settings, leaderboard_job.name, models=models)
     if not board.success:
         raise RuntimeError(f"leaderboard: {failure_message(board)}")
 
@@ -316,7 +386,7 @@ def run_config(
     started = time.perf_counter()
     cfg = config_of(settings.lake, name)
     _register(settings, CONFIGS, [name])
-    result = _run(settings, models, QA_ASSETS, PER_CONFIG, name)
+    result = run_job(settings, answer_config_job.name, name, models=models)
     if not result.success:
         raise RunFailed(f"config {name}: {failure_message(result)}")
     if leaderboard_too:
@@ -331,7 +401,7 @@ def run_ensemble(settings: KohakuSettings, name: str, *, models: ModelPool = PRO
     returns the cross_ensemble materialization metadata."""
     spec_of(settings.lake, name)  # a clear error for a missing or broken spec, before Dagster
     _register(settings, ENSEMBLE_SPECS, [name])
-    result = _run(settings, models, [*QA_ASSETS, cross_ensemble], [cross_ensemble], name)
+    result = run_job(settings, cross_ensemble_job.name, name, models=models)
     if not result.success:
         raise RunFailed(f"ensemble {name}: {failure_message(result)}")
     _leaderboard(settings, models)

@@ -9,6 +9,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 from chat_server import ChatServer, Fault
+from dagster import RunsFilter
 from qa_server import response_schema as _schema
 
 from kohaku_assets.cli import main as cli_main
@@ -85,6 +86,15 @@ def test_new_config_is_the_only_one_computed(env):
         f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config"
     ).fetchall()
     assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
+    # `kohaku eval`'s runs are the location's jobs, per config partition, as the UI lists them.
+    qa_runs = [r for r in instance.get_runs() if r.job_name != "index_document" and r.job_name != "assemble_indexes"]
+    assert sorted((r.job_name, r.tags.get("dagster/partition", "")) for r in qa_runs) == [
+        ("answer_config", "a"),
+        ("answer_config", "b"),
+        ("update_leaderboard", ""),
+        ("update_leaderboard", ""),
+    ]
+    assert {r.remote_job_origin.location_name for r in qa_runs} == {"kohaku-lake"}
     (settings.lake.root / "configs" / "b.json").unlink()
     third = configs_sensor(
         build_sensor_context(resources=resources_for(settings), instance=instance, cursor=second.cursor)
@@ -275,6 +285,8 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
     assert heads["voters"] == 2 and heads["value"] == pytest.approx(1.0)
     assert len(server.requests) == calls  # voting reads stored runs; no LLM call
     assert run_ensemble(settings, "runs")["reused"]
+    votes = instance_for(settings.lake.root).get_runs(filters=RunsFilter(job_name="vote_ensemble"))
+    assert sorted(r.tags["dagster/partition"] for r in votes) == ["heads", "runs", "runs"]
     board = duckdb.sql(
         f"select config, kind, runs, final from '{st.leaderboard_path(settings.lake)}' "
         "where kind = 'ensemble' order by config"

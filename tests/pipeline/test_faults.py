@@ -15,10 +15,9 @@ from dagster import DagsterRun, DagsterRunStatus, build_sensor_context
 from dagster._core.utils import make_new_run_id
 
 import kohaku_rag as kr
-from kohaku_assets.assets import INDEXES, PER_DOCUMENT
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import HOST_TAG, PID_TAG, _run, embedder_for, instance_for, resources_for, run_index
+from kohaku_assets.runner import HOST_TAG, PID_TAG, embedder_for, instance_for, resources_for, run_index, run_job
 from kohaku_assets.sensors import corpus_sensor
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
@@ -156,7 +155,7 @@ def test_a_failed_document_is_remembered_and_does_not_block_the_sensor(env):
     tick = corpus_sensor(context)
     assert sorted(r.partition_key for r in tick.run_requests if r.partition_key) == ["fresh"]
     instance.add_dynamic_partitions("documents", ["fresh"])
-    assert _run(settings, ModelPool(), [*PER_DOCUMENT, *INDEXES], PER_DOCUMENT, "fresh").success
+    assert run_job(settings, "index_document", "fresh", models=ModelPool()).success
     tick = corpus_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
     assert [r.job_name for r in tick.run_requests] == ["assemble_indexes"]
 
@@ -192,7 +191,7 @@ def test_a_materialization_from_the_ui_retries_and_clears_the_record(env):
     source = ix.read_source(settings.lake, "gpu")
     record_failure(settings.lake, "gpu", ix.embeddings_version(source["content_hash"], IndexConfig()), "x: odd")
     assert recorded_failure(settings.lake, "gpu") is not None
-    assert _run(settings, ModelPool(), [*PER_DOCUMENT, *INDEXES], PER_DOCUMENT, "gpu").success
+    assert run_job(settings, "index_document", "gpu", models=ModelPool()).success
     assert recorded_failure(settings.lake, "gpu") is None
 
 
@@ -217,12 +216,23 @@ def test_runs_left_started_by_a_dead_process_are_marked_failed(env):
         status=DagsterRunStatus.STARTED,
         tags={PID_TAG: str(os.getppid()), HOST_TAG: socket.gethostname()},
     )
+    # A re-execution of a CLI run from the UI inherits its tags but runs in the UI's worker.
+    rerun = DagsterRun(
+        job_name="index_document",
+        run_id=make_new_run_id(),
+        status=DagsterRunStatus.STARTED,
+        tags={PID_TAG: str(dead.pid), HOST_TAG: socket.gethostname()},
+        parent_run_id=orphan.run_id,
+        root_run_id=orphan.run_id,
+    )
     instance.add_run(orphan)
     instance.add_run(alive)
+    instance.add_run(rerun)
     messages: list[str] = []
     run_index(settings, progress=messages.append)
     assert instance.get_run_by_id(orphan.run_id).status is DagsterRunStatus.FAILURE
     assert instance.get_run_by_id(alive.run_id).status is DagsterRunStatus.STARTED
+    assert instance.get_run_by_id(rerun.run_id).status is DagsterRunStatus.STARTED
     assert any(orphan.run_id in m for m in messages)
 
 

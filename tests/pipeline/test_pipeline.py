@@ -123,6 +123,28 @@ def test_cli_index_and_search_json(env, capsys):
     assert lines[0]["context"][0]["doc_id"] == "carbon" and lines[1]["context"][0]["doc_id"] == "gpu"
 
 
+def test_cli_runs_are_the_code_locations_jobs(env, capsys):
+    """`kohaku index` runs are runs of the jobs the UI launches, filed under the code
+    location `workspace.yaml` names, with the document as their partition."""
+    from dagster import RunsFilter
+    from dagster._core.storage.tags import PARTITION_NAME_TAG, REPOSITORY_LABEL_TAG
+
+    settings, corpus = env
+    assert cli_main(["index", "--lake", settings.lake_root, "--corpus", str(corpus)]) == 0
+    capsys.readouterr()
+    runs = instance_for(settings.lake.root).get_runs()
+    assert sorted(r.job_name for r in runs) == ["assemble_indexes"] + ["index_document"] * 3
+    for run in runs:
+        origin = run.remote_job_origin
+        assert origin is not None and origin.location_name == "kohaku-lake" and origin.job_name == run.job_name
+        assert run.run_config["resources"]["settings"]["config"]["lake_root"] == settings.lake_root
+    partitions = sorted(r.tags.get(PARTITION_NAME_TAG, "") for r in runs if r.job_name == "index_document")
+    assert partitions == ["carbon", "gpu", "water"]
+    # What the job's page in the UI lists: its name and the repository label.
+    mine = RunsFilter(job_name="index_document", tags={REPOSITORY_LABEL_TAG: "__repository__@kohaku-lake"})
+    assert len(instance_for(settings.lake.root).get_runs(filters=mine)) == 3
+
+
 def test_search_without_index_says_what_to_do(tmp_path, capsys):
     assert cli_main(["search", "x", "--lake", str(tmp_path / "none"), "--corpus", str(tmp_path)]) == 2
     assert "kohaku index" in capsys.readouterr().err
@@ -192,6 +214,12 @@ def test_code_location_loads():
         j.name for j in repo.get_all_jobs()
     }
     assert {"corpus_sensor", "configs_sensor", "ensemble_specs_sensor"} <= {s.name for s in repo.sensor_defs}
+    # One process per run, not per step, for the jobs and the asset graph's own materializations.
+    from dagster import in_process_executor
+
+    assert {j.name: j.executor_def for j in repo.get_all_jobs()} == {
+        j.name: in_process_executor for j in repo.get_all_jobs()
+    }
 
 
 def test_demo_generates_indexes_and_searches_the_sample_corpus(tmp_path, monkeypatch, capsys):
