@@ -9,6 +9,7 @@ jitter (honouring Retry-After) on 429/5xx/timeouts/dropped connections, re-order
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -190,9 +191,10 @@ def hosted_client(
     )
 
 
-class HostedEmbedder:
+class HostedEmbedder(ABC):
     """What the hosted embedders share: the model name, the requested width, the batch
-    size and the HTTP client; the width is learned from the first response when not given."""
+    size and the HTTP client; the width is learned from the first response when not given.
+    Each backend writes its own request body in `embed`."""
 
     provider = "hosted"
 
@@ -229,8 +231,9 @@ class HostedEmbedder:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self._client.url!r}, model={self.model!r})"
 
+    @abstractmethod
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
-        raise NotImplementedError
+        """One L2-normalised vector per text (the Embedder protocol)."""
 
     @property
     def dim(self) -> int:
