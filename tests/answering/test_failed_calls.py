@@ -6,6 +6,7 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
+from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.runner import RunFailed, run_config
@@ -171,26 +172,13 @@ def test_a_failed_true_false_verdict_call_is_a_failure_not_the_replys_own_verdic
 
     from kohaku_rag.answering.answer import answer_request, answer_runs, verdict_request
     from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
-    from kohaku_rag.evaluation.records import Question
     from kohaku_rag.llm.openai_compat import OpenAIChat
-    from kohaku_rag.retrieval.retriever import ContextItem
 
     class Fixed:
         def search(self, queries, cfg):
             return [item]
 
-    item = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
-    statement = Question("q1", "True or False: the A100 drew 300 W.", "is_blank")
-    reply = json.dumps(
-        {
-            "evidence": "The A100 drew 400 W in training runs.",
-            "explanation": "it drew",
-            "answer": "True",
-            "answer_value": "1",
-            "ref_id": ["gpu"],
-            "is_blank": False,
-        }
-    )
+    item, statement, reply = true_false_case()
     gen = GenerationPart()
     cfg = QAConfig(questions="q.csv", retrieval=RetrievalPart(use_planner=False), generation=gen)
     with ChatServer() as server:

@@ -11,6 +11,7 @@ import pytest
 from chat_server import ChatServer, Fault
 from dagster import RunsFilter
 from qa_server import response_schema as _schema
+from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble
@@ -529,7 +530,6 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
     )
     from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
     from kohaku_rag.evaluation.records import Answer
-    from kohaku_rag.retrieval.retriever import ContextItem
 
     assert (
         statement_of(Question("q", "True or False: The AI Act requires it.", "is_blank")) == "The AI Act requires it."
@@ -544,18 +544,7 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
     assert apply_verdict(said_true, 2.0, margin=1.5) == dataclasses.replace(said_true, answer="True")
     assert apply_verdict(Answer.blank("is_blank"), 5.0, margin=1.5).is_blank
 
-    item = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
-    statement = Question("q1", "True or False: the A100 drew 300 W.", "is_blank")
-    reply = json.dumps(
-        {
-            "evidence": "The A100 drew 400 W in training runs.",
-            "explanation": "it drew",
-            "answer": "True",
-            "answer_value": "1",
-            "ref_id": ["gpu"],
-            "is_blank": False,
-        }
-    )
+    item, statement, reply = true_false_case()
     with ChatServer() as server:
         chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
         for verdict in ("probability", "reply"):

@@ -9,6 +9,9 @@ import threading
 
 from chat_server import ChatServer
 
+from kohaku_rag.evaluation.records import Question
+from kohaku_rag.retrieval.retriever import ContextItem
+
 QUESTIONS = {  # question -> (unit, gold value, gold document)
     "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),
     "How many watts did the A100 GPU draw?": ("W", "400", "gpu"),
@@ -76,3 +79,20 @@ class QAServer(ChatServer):
 def response_schema(body):
     """The JSON schema an answer or planner request asks the reply to follow."""
     return body["response_format"]["json_schema"]["schema"]
+
+
+def true_false_case() -> tuple[ContextItem, Question, str]:
+    """A false statement, the snippet that refutes it, and a reply that calls it true."""
+    item = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
+    statement = Question("q1", "True or False: the A100 drew 300 W.", "is_blank")
+    reply = json.dumps(
+        {
+            "evidence": "The A100 drew 400 W in training runs.",
+            "explanation": "it drew",
+            "answer": "True",
+            "answer_value": "1",
+            "ref_id": ["gpu"],
+            "is_blank": False,
+        }
+    )
+    return item, statement, reply
