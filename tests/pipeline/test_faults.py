@@ -76,13 +76,18 @@ def test_a_run_killed_before_assembly_is_reassembled_by_the_next_plain_run(env):
     assert not assembly.indexes_behind(settings.lake, sorted(rows)).behind
 
 
-def test_a_run_killed_between_the_two_indexes_rebuilds_the_stale_one(env):
-    settings, corpus = env
+def _vectors_ahead_of_bm25(settings, corpus):
+    """A run killed between the two assemblies: a changed document is in sqlite-vec only."""
     run_index(settings, progress=quiet)
     (corpus / "water.md").write_text(DROUGHT)
     index_document(settings.lake, corpus, "water", IndexConfig(), ModelPool())
     embedder = embedder_for(settings)
     assembly.assemble_vector_index(settings.lake, ["carbon", "gpu", "water"], embedder.dim, embedder.model_id)
+
+
+def test_a_run_killed_between_the_two_indexes_rebuilds_the_stale_one(env):
+    settings, corpus = env
+    _vectors_ahead_of_bm25(settings, corpus)
     lag = assembly.indexes_behind(settings.lake, ["carbon", "gpu", "water"])
     assert lag.vectors == [] and lag.bm25 == ["water"]
     assert not _bm25_has(settings, "drought")
@@ -120,11 +125,7 @@ def test_a_failing_vector_upsert_leaves_the_old_index_whole(env, monkeypatch):
 
 def test_the_sensor_requests_assembly_when_only_bm25_is_behind(env):
     settings, corpus = env
-    run_index(settings, progress=quiet)
-    (corpus / "water.md").write_text(DROUGHT)
-    index_document(settings.lake, corpus, "water", IndexConfig(), ModelPool())
-    embedder = embedder_for(settings)
-    assembly.assemble_vector_index(settings.lake, ["carbon", "gpu", "water"], embedder.dim, embedder.model_id)
+    _vectors_ahead_of_bm25(settings, corpus)
     instance = instance_for(settings.lake.root)
     result = corpus_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
     assert [r.job_name for r in result.run_requests] == ["assemble_indexes"]
