@@ -47,7 +47,8 @@ def default_questions() -> str:
     env = os.environ.get("KOHAKU_QUESTIONS")
     if env:
         return env
-    return str(Path(__file__).resolve().parents[2] / "shared" / "wattbot" / "train_QA.csv")
+    # kohaku_rag/answering/qa_config.py: parents[2] is the repository, parents[3] beside it.
+    return str(Path(__file__).resolve().parents[3] / "shared" / "wattbot" / "train_QA.csv")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ retries — through real Dagster materializations and a real OpenAI-compatible s
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq
@@ -19,7 +20,7 @@ from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_question, parse_reply
 from kohaku_rag.answering.planner import parse_plan, plan_queries
-from kohaku_rag.answering.qa_config import load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
@@ -617,3 +618,13 @@ def test_planner_model_writes_the_queries(env):
     # another planner model is another retrieval; the answering LLM alone is not
     other = dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, planner_model=None))
     assert other.retrieval_hash != cfg.retrieval_hash
+
+
+def test_default_questions_are_the_training_set_beside_the_repository(monkeypatch) -> None:
+    # The repository sits next to ../shared/wattbot (the README's layout); a config without
+    # `questions` must point there, not inside the repository.
+    monkeypatch.delenv("KOHAKU_QUESTIONS", raising=False)
+    repo = Path(__file__).resolve().parents[2]
+    assert Path(QAConfig().questions) == repo.parent / "shared" / "wattbot" / "train_QA.csv"
+    monkeypatch.setenv("KOHAKU_QUESTIONS", "/elsewhere/q.csv")
+    assert QAConfig().questions == "/elsewhere/q.csv"
