@@ -18,6 +18,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from dagster._core.remote_origin import CodeLocationOrigin, RegisteredCodeLocati
 from dagster._core.storage.tags import GRPC_INFO_TAG
 from dagster._core.workspace.load import location_origins_from_yaml_paths
 
+from kohaku_assets import cluster
 from kohaku_assets.definitions import defs
 from kohaku_assets.jobs import (
     answer_config_job,
@@ -97,8 +99,13 @@ def instance_for(lake_root: Path) -> DagsterInstance:
     home = Lake(Path(lake_root)).dagster_home
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
-    if not config.exists() or config.read_text(encoding="utf-8") in ("", _OLD_INSTANCE_YAML):
-        write_bytes_atomic(config, INSTANCE_YAML.encode())
+    # KOHAKU_DAGSTER_PG moves runs, event logs and schedules to PostgreSQL (kohaku_assets.cluster);
+    # a file we wrote follows it, a file edited by hand is kept.
+    wanted = INSTANCE_YAML + cluster.instance_yaml_extra()
+    ours = ("", _OLD_INSTANCE_YAML, INSTANCE_YAML, INSTANCE_YAML + cluster.postgres_yaml())
+    current = config.read_text(encoding="utf-8") if config.exists() else ""
+    if current in ours and current != wanted:
+        write_bytes_atomic(config, wanted.encode())
     # Dagster's own code (and `kohaku ui`) read the instance from DAGSTER_HOME.
     os.environ["DAGSTER_HOME"] = str(home)
     instance = DagsterInstance.from_config(str(home))
@@ -223,7 +230,10 @@ def run_job(
     process and recorded on the lake's instance like a run launched from `kohaku ui`: same
     job name, partition, location and repository."""
     instance = instance_for(settings.lake.root)
-    job = job_for(name, models)
+    # On a cluster the steps run on Celery workers, which rebuild the job from the code
+    # location (with their own loaded models), so the run executes the location's job as is.
+    remote = cluster.distributed(name)
+    job = defs.resolve_job_def(name) if remote else job_for(name, models)
     if asset_selection is not None:
         job = job.get_subset(asset_selection=set(asset_selection))
     run_config = {**QUIET, "resources": {"settings": settings_config(settings)}}
@@ -241,7 +251,10 @@ def run_job(
         remote_job_origin=origin.get_job_origin(name),
         job_code_origin=code.get_reconstructable_job(name).get_python_origin(),
     )
-    return execute_run(InMemoryJob(job), run, instance, raise_on_error=False)
+    recon = code.get_reconstructable_job(name)
+    if asset_selection is not None:
+        recon = recon.get_subset(asset_selection=set(asset_selection))
+    return execute_run(recon if remote else InMemoryJob(job), run, instance, raise_on_error=False)
 
 
 def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str]) -> None:
@@ -321,7 +334,8 @@ def run_index(
     # Listed in metadata.csv with a URL but absent locally: the source asset fetches them.
     build = sorted(set(plan.build) | set(plan.fetch))
     report = IndexReport(skipped=plan.unchanged, removed=plan.remove)
-    for n, doc_id in enumerate(build, start=1):
+
+    def index_one(n: int, doc_id: str) -> None:
         t0 = time.perf_counter()
         result = run_job(settings, index_document_job.name, doc_id, models=models)
         if result.success:
@@ -331,6 +345,13 @@ def run_index(
             report.failed[doc_id] = failure_message(result)
             detail = failure_message(result, verbose=True) if verbose else report.failed[doc_id]
             progress(f"[{n}/{len(build)}] FAILED {doc_id}: {detail}")
+
+    # In-process, one document after another; on a cluster several document runs at once
+    # (this process only orchestrates them: their steps execute on the workers).
+    with ThreadPoolExecutor(max_workers=cluster.parallel_runs()) as pool:
+        for done in [pool.submit(index_one, n, d) for n, d in enumerate(build, start=1)]:
+            done.result()
+    report.recomputed.sort()
     # Compare, don't assume: an earlier run may have died after its documents but before
     # (or during) assembly, leaving indexes that no document run would ever re-assemble.
     lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)))
