@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kohaku-installed
 
-.PHONY: install demo test lint bench ui clean-lake
+.PHONY: install demo test lint bench ui clean-lake cluster-servers cluster-demo
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,18 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/index_wattbot.py
+
+# PostgreSQL and Redis from Debian's packages, when missing (the cluster test and demo start
+# their own throwaway servers from them; the system services are not used).
+cluster-servers:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || ! command -v redis-server >/dev/null; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql redis-server; \
+	fi
+
+# The WattBot corpus indexed by 2 Celery workers on a PostgreSQL instance; stops what it starts.
+cluster-demo: $(STAMP) cluster-servers
+	$(BIN)/python -m kohaku_assets.cluster.demo $(CLUSTER_DEMO_ARGS)
 
 ui: $(STAMP)
 	$(BIN)/kohaku ui

@@ -13,12 +13,13 @@ partition, like a run launched there.
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -335,23 +336,27 @@ def run_index(
     build = sorted(set(plan.build) | set(plan.fetch))
     report = IndexReport(skipped=plan.unchanged, removed=plan.remove)
 
-    def index_one(n: int, doc_id: str) -> None:
-        t0 = time.perf_counter()
-        result = run_job(settings, index_document_job.name, doc_id, models=models)
-        if result.success:
+    def record(n: int, doc_id: str, outcome: _DocOutcome) -> None:
+        if outcome.error is None:
             report.recomputed.append(doc_id)
-            progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
+            progress(f"[{n}/{len(build)}] indexed {doc_id} in {outcome.seconds:.1f}s")
         else:
-            report.failed[doc_id] = failure_message(result)
-            detail = failure_message(result, verbose=True) if verbose else report.failed[doc_id]
-            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {detail}")
+            report.failed[doc_id] = outcome.error
+            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {outcome.detail}")
 
-    # In-process, one document after another; on a cluster several document runs at once
-    # (this process only orchestrates them: their steps execute on the workers).
-    with ThreadPoolExecutor(max_workers=cluster.parallel_runs()) as pool:
-        for done in [pool.submit(index_one, n, d) for n, d in enumerate(build, start=1)]:
-            done.result()
-    report.recomputed.sort()
+    if cluster.parallel_runs() == 1:
+        for n, doc_id in enumerate(build, start=1):
+            record(n, doc_id, _index_document(settings, doc_id, models, verbose))
+    else:
+        # On a cluster several document runs at once, each orchestrated by its own process
+        # (their steps execute on the workers). Not threads: Dagster reconfigures `logging`
+        # at every run start, which deadlocks against another thread's run logging events.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(cluster.parallel_runs(), mp_context=context) as pool:
+            futures = {pool.submit(_index_document_remote, settings.model_dump(), d, verbose): d for d in build}
+            for n, done in enumerate(as_completed(futures), start=1):
+                record(n, futures[done], done.result())
+        report.recomputed.sort()
     # Compare, don't assume: an earlier run may have died after its documents but before
     # (or during) assembly, leaving indexes that no document run would ever re-assemble.
     lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)))
@@ -368,6 +373,27 @@ def run_index(
     report.nodes = node_counts(settings, models)
     report.seconds = time.perf_counter() - started
     return report
+
+
+@dataclass(frozen=True)
+class _DocOutcome:
+    error: str | None  # None: indexed
+    detail: str  # the error, with its traceback when verbose
+    seconds: float
+
+
+def _index_document(settings: KohakuSettings, doc_id: str, models: ModelPool, verbose: bool) -> _DocOutcome:
+    t0 = time.perf_counter()
+    result = run_job(settings, index_document_job.name, doc_id, models=models)
+    if result.success:
+        return _DocOutcome(None, "", time.perf_counter() - t0)
+    error = failure_message(result)
+    return _DocOutcome(error, failure_message(result, verbose=True) if verbose else error, time.perf_counter() - t0)
+
+
+def _index_document_remote(settings: dict[str, Any], doc_id: str, verbose: bool) -> _DocOutcome:
+    """One document's run orchestrated in a pool process (its steps run on the workers)."""
+    return _index_document(KohakuSettings(**settings), doc_id, PROCESS_MODELS, verbose)
 
 
 def node_counts(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) -> dict[str, int]:

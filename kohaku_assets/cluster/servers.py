@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,7 +130,7 @@ def local_redis(workdir: Path) -> Iterator[str]:
     port = free_port()
     cmd = [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)]
     with open(workdir / "redis.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_port(port, "redis-server", proc)
         yield f"redis://127.0.0.1:{port}/0"
@@ -139,17 +139,23 @@ def local_redis(workdir: Path) -> Iterator[str]:
 
 
 def _stop(proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    """Stop a process we started and the children of its session (Celery's pool)."""
-    if proc.poll() is None:
+    """Stop a process we started in its own session, and every process of that session
+    (`dagster-celery worker start` runs `celery`, which forks its pool): SIGTERM, then
+    SIGKILL for what is still there after `timeout`."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 @contextmanager
