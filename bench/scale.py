@@ -133,9 +133,10 @@ def _question_vectors(n: int) -> np.ndarray:
     return np.asarray(embedder.embed(questions, role="query"), dtype=np.float32)
 
 
-def build_store(path: Path, scale: int, source_lake: Path) -> dict:
-    """The paragraph vectors x `scale`: copy 0 as is, the others perturbed (noise of norm
-    ~0.05, like a re-worded paragraph) so no two rows tie; one document per (copy, 100 rows),
+def build_store(path: Path, scale: int, source_lake: Path, noise: float = 0.2) -> dict:
+    """The paragraph vectors x `scale`: copy 0 as is, the others perturbed by noise of norm
+    ~`noise` (0.2: cosine ~0.98 to the original, like a re-worded paragraph; much less makes
+    near-duplicates whose order is a coin toss for any approximate search); one document per (copy, 100 rows),
     written with the store's own upserts, streamed."""
     from kohaku_rag.stores.vectors import VectorStore
     from kohaku_rag.tree import Node, NodeKind
@@ -148,7 +149,7 @@ def build_store(path: Path, scale: int, source_lake: Path) -> dict:
             rows = (
                 base
                 if copy == 0
-                else base + (0.05 / np.sqrt(base.shape[1])) * rng.standard_normal(base.shape).astype(np.float32)
+                else base + (noise / np.sqrt(base.shape[1])) * rng.standard_normal(base.shape).astype(np.float32)
             )
             for start in range(0, len(rows), 100):
                 doc_id = f"c{copy}d{start}"
@@ -193,7 +194,7 @@ def bench_search(args: argparse.Namespace) -> None:
     )
     for scale in [int(s) for s in args.scales.split(",")]:
         path = work / f"v{scale}.sqlite"
-        built = _child(["_build", str(path), str(scale), str(args.lake)])
+        built = _child(["_build", str(path), str(scale), str(args.lake), str(args.noise)])
         size = sum(p.stat().st_size for p in work.glob(f"v{scale}.sqlite*")) / 1e6
         # Both modes on the same file, each in a fresh process; exact first (the baseline).
         exact = _child(["_search", str(path), "exact", str(work / "queries.npy")])
@@ -300,7 +301,7 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1].startswith("_"):  # hidden sub-commands run in a fresh process
         cmd, rest = sys.argv[1], sys.argv[2:]
         if cmd == "_build":
-            out = build_store(Path(rest[0]), int(rest[1]), Path(rest[2]))
+            out = build_store(Path(rest[0]), int(rest[1]), Path(rest[2]), float(rest[3]))
         elif cmd == "_search":
             out = search_child(Path(rest[0]), rest[1], np.load(rest[2]), 10)
         elif cmd == "_index":
@@ -320,6 +321,7 @@ def main() -> None:
     s.add_argument("--scales", default="1,10,100")
     s.add_argument("--lake", type=Path, default=BENCH_LAKE)
     s.add_argument("--queries", type=int, default=40)
+    s.add_argument("--noise", type=float, default=0.2, help="norm of the perturbation of each synthetic copy")
     m = sub.add_parser("memory")
     m.add_argument("--copies", default="1,2")
     m.add_argument("--cache-from", type=Path, default=BENCH_LAKE)
