@@ -86,7 +86,9 @@ def bench_workers(args: argparse.Namespace) -> None:
             report = run_index(settings, progress=lambda _m: None)
             seconds = time.perf_counter() - started
         else:
-            os.environ["KOHAKU_CLUSTER_RUNS"] = str(max(2, workers))  # runs in flight: keep every worker busy
+            # Runs in flight: each run waits >= 1 s per step (dagster-celery's polling tick), so
+            # several runs per worker keep the workers busy.
+            os.environ["KOHAKU_CLUSTER_RUNS"] = str(args.runs or max(2, workers))
             with local_cluster(workers) as _cluster:
                 started = time.perf_counter()
                 report = run_index(settings, progress=lambda _m: None)
@@ -94,7 +96,11 @@ def bench_workers(args: argparse.Namespace) -> None:
         if report.failed:
             raise SystemExit(f"indexing failed: {report.failed}")
         docs = len(report.recomputed)
-        label = "in-process (baseline)" if workers == 0 else f"{workers} celery worker(s)"
+        label = (
+            "in-process (baseline)"
+            if workers == 0
+            else f"{workers} worker(s), {os.environ['KOHAKU_CLUSTER_RUNS']} runs"
+        )
         results.append((label, docs, seconds))
         print(f"{label:24s} {docs} documents in {seconds:6.1f} s = {docs / seconds:.2f} documents/s", flush=True)
     base = results[0][2]
@@ -317,6 +323,7 @@ def main() -> None:
     w.add_argument("--counts", default="1,2,4")
     w.add_argument("--cache-from", type=Path, default=BENCH_LAKE)
     w.add_argument("--cold", action="store_true")
+    w.add_argument("--runs", type=int, default=0, help="document runs in flight (default: max(2, workers))")
     s = sub.add_parser("search")
     s.add_argument("--scales", default="1,10,100")
     s.add_argument("--lake", type=Path, default=BENCH_LAKE)

@@ -18,6 +18,7 @@ cluster-demo`, bench/scale.py).
 from __future__ import annotations
 
 import os
+import warnings
 
 from dagster import Executor, InitExecutorContext, executor
 from dagster._core.definitions.executor_definition import multiple_process_executor_requirements
@@ -108,6 +109,8 @@ def kohaku_executor(init_context: InitExecutorContext) -> Executor:
         return InProcessExecutor(retries=RetryMode.ENABLED)
     from dagster_celery.executor import CeleryExecutor  # the optional `cluster` extra
 
+    # dagster-celery registers its task again for every step it submits; Celery warns each time.
+    warnings.filterwarnings("ignore", message="Task name 'execute_plan' is already registered")
     return CeleryExecutor(retries=RetryMode.DISABLED, **celery_config())
 
 
