@@ -260,7 +260,10 @@ def run_job(
 
 def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str]) -> None:
     instance = instance_for(settings.lake.root)
-    new = [k for k in keys if not instance.has_dynamic_partition(partitions_name, k)]
+    # One listing, not a query per key: at 100,000 documents that is 0.2 s instead of 270 s
+    # (bench/scale.py partitions).
+    known = set(instance.get_dynamic_partitions(partitions_name))
+    new = [k for k in keys if k not in known]
     if new:
         instance.add_dynamic_partitions(partitions_name, new)
 
