@@ -97,3 +97,27 @@ def test_binary_search_follows_writes_and_filters(tmp_path: Path) -> None:
         assert store.search(target, ["paragraph"], k=1)[0].node_id == "new:p0"
     with pytest.raises(ValueError, match="not one of"):
         VectorStore(path, DIM, search="ivf")
+
+
+def test_index_config_switches_a_built_lake_to_binary_search(tmp_path: Path, corpus: Path) -> None:
+    """`vector_search` in the index config: a lake built exact is switched without
+    re-embedding, searched the same way, and switched back."""
+    from dataclasses import replace
+
+    import kohaku_rag as kr
+    from kohaku_rag.indexing.index_config import IndexConfig
+
+    lake = tmp_path / "lake"
+    kr.index(corpus, lake, progress=lambda _m: None)
+    assert stored_search_mode(lake / "index" / "vectors.sqlite") == "exact"
+    exact = [h.node_id for h in kr.open(lake).search("GPU power draw", budget_chars=2000)]
+
+    summary = kr.index(
+        corpus, lake, index_config=replace(IndexConfig(), vector_search="binary"), progress=lambda _m: None
+    )
+    assert not summary.recomputed  # no document re-parsed or re-embedded
+    assert stored_search_mode(lake / "index" / "vectors.sqlite") == "binary"
+    assert [h.node_id for h in kr.open(lake).search("GPU power draw", budget_chars=2000)] == exact
+
+    kr.index(corpus, lake, index_config=IndexConfig(), progress=lambda _m: None)
+    assert stored_search_mode(lake / "index" / "vectors.sqlite") == "exact"
