@@ -6,11 +6,17 @@ bench/ui_smoke.py timed a document materialized from the UI at 24-26 s before, 7
 A step that raises still fails only its run (its downstream steps are skipped), and each
 document and config is its own run, in its own process when the UI or a sensor launches it,
 so one broken document or config (even one that crashes its process) never fails another's.
+
+The per-document and per-config jobs use `kohaku_executor` (kohaku_assets.cluster): the
+same, unless `KOHAKU_CELERY_BROKER` is set when a run starts, then their steps run on Celery
+workers; the two writers (indexes, leaderboard) stay
+in the run's process and carry the `kohaku/writer` tag the run queue limits to one run each.
 """
 
 from dagster import define_asset_job, in_process_executor
 
 from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, cross_ensemble, leaderboard
+from kohaku_assets.cluster import WRITER_TAG, kohaku_executor
 from kohaku_assets.partitions import configs, documents, ensemble_specs
 
 index_document_job = define_asset_job(
@@ -18,12 +24,13 @@ index_document_job = define_asset_job(
     selection=PER_DOCUMENT,
     partitions_def=documents,
     description="Parse, embed and prepare the index rows of one document.",
-    executor_def=in_process_executor,
+    executor_def=kohaku_executor,
 )
 assemble_indexes_job = define_asset_job(
     "assemble_indexes",
     selection=INDEXES,
     description="Upsert changed documents into sqlite-vec and rebuild BM25.",
+    tags={WRITER_TAG: "indexes"},
     executor_def=in_process_executor,
 )
 answer_config_job = define_asset_job(
@@ -31,20 +38,21 @@ answer_config_job = define_asset_job(
     selection=PER_CONFIG,
     partitions_def=configs,
     description="Questions → retrievals → predictions → ensembles → scores and submission CSV of one config.",
-    executor_def=in_process_executor,
+    executor_def=kohaku_executor,
 )
 cross_ensemble_job = define_asset_job(
     "vote_ensemble",
     selection=[cross_ensemble],
     partitions_def=ensemble_specs,
     description="Vote the stored runs of the configs an ensemble spec names.",
-    executor_def=in_process_executor,
+    executor_def=kohaku_executor,
 )
 leaderboard_job = define_asset_job(
     "update_leaderboard",
     selection=[leaderboard],
     description="Every scored config and ensemble in one table (after `kohaku eval`; the UI's runs "
     "update it through its automation condition).",
+    tags={WRITER_TAG: "leaderboard"},
     executor_def=in_process_executor,
 )
 

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.indexing.index_config import recorded_index_config
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source, stored_version
 from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index, tokenize
@@ -27,6 +28,7 @@ from kohaku_rag.stores.vectors import (
     VectorStore,
     remove_store,
     stored_document_versions,
+    stored_search_mode,
 )
 
 
@@ -44,11 +46,12 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
     by another embedder is rebuilt from scratch (its vectors cannot be mixed with these)."""
 
     wanted = _wanted(lake, doc_ids)
+    search = _vector_search(lake)
     try:
         VectorStore(lake.vectors_path, dim, model_id=model_id).close()
     except IndexMismatchError:
         remove_store(lake.vectors_path)
-    with VectorStore(lake.vectors_path, dim, model_id=model_id) as store:
+    with VectorStore(lake.vectors_path, dim, model_id=model_id, search=search) as store:
         have = store.document_versions()
         deletes = sorted(set(have) - set(wanted))
         changed = sorted(d for d, v in wanted.items() if have.get(d) != v)
@@ -68,6 +71,12 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
 
         store.apply_changes(upserts(), deletes)
     return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
+
+
+def _vector_search(lake: Lake) -> str:
+    """The dense search the lake's index settings ask for (recorded by `kohaku index`)."""
+    cfg = recorded_index_config(lake)
+    return cfg.vector_search if cfg is not None else "exact"
 
 
 def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
@@ -135,8 +144,11 @@ def indexes_behind(lake: Lake, doc_ids: Iterable[str]) -> IndexLag:
     with no documents at all, an absent file is behind too (search needs the empty index).
     """
     wanted = _wanted(lake, doc_ids)
+    vectors = _differing(stored_document_versions(lake.vectors_path), wanted)
+    if not vectors and wanted and stored_search_mode(lake.vectors_path) != _vector_search(lake):
+        vectors = ["(vector search setting changed)"]  # the assembly re-records it, nothing re-upserted
     return IndexLag(
-        vectors=_differing(stored_document_versions(lake.vectors_path), wanted),
+        vectors=vectors,
         bm25=_differing(BM25Index.saved_versions(lake.bm25_path), {d: _bm25_version(v) for d, v in wanted.items()}),
     )
 

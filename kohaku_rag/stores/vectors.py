@@ -25,6 +25,17 @@ sqlite-vec's int8 cosine is not faster than its float one), bit-quantised coarse
 with the k=400 candidates a float rescoring needs took 0.24 s (under 1.5x faster, and
 approximate), chunk_size 256 or 4096 was slower than the default 1024, and L2 on the
 unit vectors only ~20% faster than cosine. So the store keeps exact float32 cosine search.
+
+At 100x the WattBot corpus exact search no longer fits 100 ms, so a store can instead be
+searched by `search = "binary"` (recorded in `meta`, chosen by the index config's
+`vector_search`): each searchable vector also gets a 1-bit-per-dimension sign code
+(`bits_<kind>`, written in the same transaction as the vector), all codes are held in
+memory as packed uint64 words (48 bytes per row at 384 dims: 38 MB for 800k rows), a query
+ranks every row by Hamming distance with numpy (XOR + popcount, no per-row SQLite cost), the
+best candidates (RESCORE_*) are re-ranked with their int8 copies (same table), and
+the best k + RESCORE_MARGIN of those get their exact float32 scores from vec0. Exact for
+what it returns, approximate in what it may miss: bench/scale.py measures recall@k against
+the exact search in the same run.
 """
 
 from __future__ import annotations
@@ -49,6 +60,16 @@ from kohaku_rag.tree import Attachment, Node, NodeKind
 SCHEMA_VERSION = "1"
 VEC_KINDS: tuple[NodeKind, ...] = (NodeKind.SENTENCE, NodeKind.PARAGRAPH)
 MAX_K = 4096  # sqlite-vec refuses larger k
+SEARCH_MODES = ("exact", "binary")
+# "binary": how many Hamming-ranked candidates are re-ranked: RESCORE_FACTOR per requested
+# hit, at least RESCORE_MIN, and at least 1/RESCORE_FRACTION of the rows (more rows, more
+# near neighbours to tell apart: bench/scale.py at 100x WattBot, 479k rows, recall@10 vs
+# exact: 200 candidates 0.75, 2,000 0.97, 4,000 0.99).
+RESCORE_FACTOR = 20
+RESCORE_MIN = 200
+RESCORE_FRACTION = 200
+# ... and how many more than k of the int8-ranked ones get their exact float score.
+RESCORE_MARGIN = 8
 
 Vectors: TypeAlias = Mapping[str, np.ndarray] | tuple[Sequence[str], np.ndarray]
 NodesInput: TypeAlias = Sequence[Node] | pa.Table
@@ -116,6 +137,25 @@ def stored_document_versions(path: Path) -> dict[str, str] | None:
     return {str(d): str(v) for d, v in rows}
 
 
+def stored_search_mode(path: Path) -> str | None:
+    """The search mode a store file records ("exact" when it records none); None when
+    there is no readable store."""
+    if not Path(path).exists():
+        return None
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error:
+        return None
+    try:
+        conn.set_busy_timeout(60_000)
+        rows = conn.execute("SELECT value FROM meta WHERE key = 'search'").fetchall()
+    except apsw.Error:
+        return None
+    finally:
+        conn.close()
+    return str(rows[0][0]) if rows else "exact"
+
+
 class VectorStore:
     """Node tree + vectors of all indexed documents in one sqlite-vec file.
 
@@ -123,11 +163,18 @@ class VectorStore:
     switching to another embedder of the same dimension is caught as well.
     """
 
-    def __init__(self, path: Path, dim: int, *, model_id: str | None = None) -> None:
+    def __init__(self, path: Path, dim: int, *, model_id: str | None = None, search: str | None = None) -> None:
+        """`search`: "exact" or "binary" (see the module doc), recorded in the store; None
+        keeps what the store records ("exact" for a new one)."""
         if dim < 1:
             raise ValueError(f"vector dimension must be positive, got {dim}")
+        if search is not None and search not in SEARCH_MODES:
+            raise ValueError(f"vector search {search!r} is not one of {list(SEARCH_MODES)}")
         self.path = Path(path)
         self.dim = dim
+        self.search_mode = "exact"
+        self._codes: dict[NodeKind, _Codes] = {}  # "binary": the codes in memory, loaded on first search
+        self._codes_version = -1
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = apsw.Connection(str(self.path))
         try:
@@ -139,6 +186,7 @@ class VectorStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._init_schema(model_id)
+            self._init_search(search)
         except BaseException:
             self._conn.close()
             raise
@@ -211,6 +259,33 @@ class VectorStore:
                 f"{self.path}: index was built with embedder {stored_model!r}, not {model_id!r}; {rebuild}"
             )
 
+    def _init_search(self, search: str | None) -> None:
+        """Record (and, switching to "binary", build) the search mode in one transaction."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'search'").fetchone()
+        recorded = str(row[0]) if row else "exact"
+        wanted = search or recorded
+        if wanted != recorded:
+            with self._write():
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('search', ?)", (wanted,))
+                for kind in VEC_KINDS:
+                    self._conn.execute(f"DROP TABLE IF EXISTS {_bits_table(kind)}")
+                    if wanted == "binary":
+                        self._create_bits(kind)
+                        rows = self._conn.execute(f"SELECT id, embedding FROM {_vec_table(kind)}")
+                        self._conn.executemany(
+                            f"INSERT INTO {_bits_table(kind)}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
+                            ((i, *_quantised(np.frombuffer(v, np.float32))) for i, v in rows),
+                        )
+        self.search_mode = wanted
+
+    def _create_bits(self, kind: NodeKind) -> None:
+        # code: the sign bits; q8 + q8_scale: the vector as int8 (reading floats back out of
+        # vec0 costs 150-270 us per row, too slow for a few hundred candidates per query).
+        self._conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {_bits_table(kind)}("
+            "id INTEGER PRIMARY KEY, code BLOB NOT NULL, q8 BLOB NOT NULL, q8_scale REAL NOT NULL)"
+        )
+
     @contextmanager
     def _write(self) -> Iterator[None]:
         """One write transaction. IMMEDIATE takes the write lock up front, so two writers
@@ -247,6 +322,7 @@ class VectorStore:
 
         Deleting an absent document is a no-op. A document may appear once at most.
         """
+        self._codes.clear()
         with self._write():
             seen: set[str] = set()
             for doc_id in deletes:
@@ -264,6 +340,8 @@ class VectorStore:
             ).fetchall()
             # Point deletes by rowid: a `WHERE doc_id = ?` on vec0 would scan the whole table.
             self._conn.executemany(f"DELETE FROM {_vec_table(kind)} WHERE id = ?", ids)
+            if self.search_mode == "binary":
+                self._conn.executemany(f"DELETE FROM {_bits_table(kind)} WHERE id = ?", ids)
         self._conn.execute("DELETE FROM node_vectors WHERE doc_id = ?", (doc_id,))
         self._conn.execute("DELETE FROM nodes WHERE doc_id = ?", (doc_id,))
         self._conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
@@ -288,6 +366,11 @@ class VectorStore:
                 self._conn.executemany(
                     f"INSERT INTO {_vec_table(NodeKind(kind))}(id, embedding, doc_id) VALUES (?, ?, ?)", items
                 )
+                if self.search_mode == "binary":
+                    self._conn.executemany(
+                        f"INSERT INTO {_bits_table(NodeKind(kind))}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
+                        [(i, *_quantised(np.frombuffer(blob, np.float32))) for i, blob, _d in items],
+                    )
             else:
                 self._conn.executemany(
                     "INSERT INTO node_vectors(id, kind, doc_id, embedding) VALUES (?, ?, ?, ?)",
@@ -329,7 +412,9 @@ class VectorStore:
         docs_json = json.dumps(sorted(doc_ids)) if doc_ids is not None else None
         hits: list[Hit] = []
         for kind in dict.fromkeys(_kind(x) for x in kinds):
-            if kind in VEC_KINDS:
+            if kind in VEC_KINDS and self.search_mode == "binary":
+                hits.extend(self._search_binary(kind, query, k, doc_ids))
+            elif kind in VEC_KINDS:
                 hits.extend(self._search_vec(kind, query, k, docs_json))
             else:
                 hits.extend(self._search_plain(kind, query, k, docs_json))
@@ -356,6 +441,59 @@ class VectorStore:
             params,
         )
         return [Hit(node_id, doc_id, kind, 1.0 - distance) for node_id, doc_id, distance in rows]
+
+    def _search_binary(self, kind: NodeKind, query: np.ndarray, k: int, doc_ids: Collection[str] | None) -> list[Hit]:
+        """Hamming ranking of the in-memory sign codes, int8 re-ranking of the best
+        candidates, exact cosine of the best k + RESCORE_MARGIN of those."""
+        codes = self._codes_of(kind)
+        if not len(codes.ids):
+            return []
+        distance = np.bitwise_count(codes.words ^ _sign_words(query)).sum(axis=1, dtype=np.int32)
+        if doc_ids is not None:
+            wanted = np.isin(codes.doc_names, np.array(sorted(doc_ids), dtype=codes.doc_names.dtype))
+            distance = np.where(wanted[codes.doc_index], distance, np.iinfo(np.int32).max)
+            allowed = int(wanted[codes.doc_index].sum())
+        else:
+            allowed = len(distance)
+        n = min(allowed, max(RESCORE_FACTOR * k, RESCORE_MIN, len(codes.ids) // RESCORE_FRACTION))
+        if n == 0:
+            return []
+        candidates = codes.ids[np.argpartition(distance, n - 1)[:n]] if n < len(distance) else codes.ids
+        rows = self._conn.execute(
+            f"SELECT b.id, b.q8, b.q8_scale FROM json_each(?) j JOIN {_bits_table(kind)} b ON b.id = j.value",
+            (json.dumps(candidates.tolist()),),
+        ).fetchall()
+        q8 = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), dtype=np.int8).reshape(len(rows), self.dim)
+        approx = (q8.astype(np.float32) @ query) * np.array([r[2] for r in rows], dtype=np.float32)
+        # The int8 ranking picks a few more than k; their exact float scores decide.
+        best = [int(rows[i][0]) for i in np.argsort(-approx, kind="stable")[: k + RESCORE_MARGIN]]
+        exact = self._conn.execute(
+            f"""SELECT n.node_id, n.doc_id, v.embedding FROM json_each(?) j
+                JOIN {_vec_table(kind)} v ON v.id = j.value JOIN nodes n ON n.id = j.value""",
+            (json.dumps(best),),
+        ).fetchall()
+        matrix = np.frombuffer(b"".join(cast(bytes, r[2]) for r in exact), dtype=np.float32).reshape(-1, self.dim)
+        scores = matrix @ query
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [Hit(exact[i][0], exact[i][1], kind, float(scores[i])) for i in top]
+
+    def _codes_of(self, kind: NodeKind) -> _Codes:
+        """The kind's codes in memory, reloaded when any connection changed the file."""
+        # data_version moves when another connection commits; this one's own writes clear
+        # the cache in apply_changes.
+        version = int(cast(int, self._conn.execute("PRAGMA data_version").fetchall()[0][0]))
+        if version != self._codes_version:
+            self._codes.clear()
+            self._codes_version = version
+        if kind not in self._codes:
+            rows = self._conn.execute(
+                f"SELECT b.id, n.doc_id, b.code FROM {_bits_table(kind)} b JOIN nodes n ON n.id = b.id ORDER BY b.id"
+            ).fetchall()
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            doc_names, doc_index = np.unique(np.array([r[1] for r in rows], dtype=str), return_inverse=True)
+            raw = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.uint8)
+            self._codes[kind] = _Codes(ids, doc_names, doc_index, _as_words(raw.reshape(len(rows), -1)))
+        return self._codes[kind]
 
     def _search_plain(self, kind: NodeKind, query: np.ndarray, k: int, docs_json: str | None) -> list[Hit]:
         doc_filter = " AND v.doc_id IN (SELECT value FROM json_each(?))" if docs_json is not None else ""
@@ -407,6 +545,41 @@ class VectorStore:
             sql, params = "SELECT count(*) FROM node_vectors WHERE kind = ?", (str(node_kind),)
         (count,) = self._conn.execute(sql, params).fetchall()[0]
         return int(cast(int, count))
+
+
+@dataclass(frozen=True)
+class _Codes:
+    """One kind's sign codes in memory: rowids, each row's document, packed words."""
+
+    ids: np.ndarray  # (n,) int64 rowids
+    doc_names: np.ndarray  # (d,) str, sorted
+    doc_index: np.ndarray  # (n,) index into doc_names
+    words: np.ndarray  # (n, w) uint64 (or uint8 when dim is not a multiple of 64)
+
+
+def _sign_code(vec: np.ndarray) -> bytes:
+    """1 bit per dimension: set where the component is positive."""
+    return np.packbits(np.asarray(vec) > 0).tobytes()
+
+
+def _quantised(vec: np.ndarray) -> tuple[bytes, bytes, float]:
+    """The sign code, and the vector as int8 with its scale (v ~= q8 * scale)."""
+    peak = float(np.max(np.abs(vec))) or 1.0
+    q8 = np.clip(np.rint(vec * (127.0 / peak)), -127, 127).astype(np.int8)
+    return _sign_code(vec), q8.tobytes(), peak / 127.0
+
+
+def _as_words(packed: np.ndarray) -> np.ndarray:
+    """Packed bytes as uint64 words when they divide evenly (8x fewer XOR/popcount ops)."""
+    return packed.view(np.uint64) if packed.shape[1] % 8 == 0 else packed
+
+
+def _sign_words(query: np.ndarray) -> np.ndarray:
+    return _as_words(np.frombuffer(_sign_code(query), dtype=np.uint8).reshape(1, -1))
+
+
+def _bits_table(kind: NodeKind) -> str:
+    return f"bits_{kind.value}"
 
 
 def _vec_table(kind: NodeKind) -> str:

@@ -214,11 +214,15 @@ def test_code_location_loads():
         j.name for j in repo.get_all_jobs()
     }
     assert {"corpus_sensor", "configs_sensor", "ensemble_specs_sensor"} <= {s.name for s in repo.sensor_defs}
-    # One process per run, not per step, for the jobs and the asset graph's own materializations.
+    # One process per run, not per step, for the jobs and the asset graph's own materializations;
+    # the per-document and per-config jobs' executor sends steps to Celery workers when
+    # KOHAKU_CELERY_BROKER is set (tests/cluster), else it is the in-process one.
     from dagster import in_process_executor
 
+    from kohaku_assets.cluster import DISTRIBUTED_JOBS, kohaku_executor
+
     assert {j.name: j.executor_def for j in repo.get_all_jobs()} == {
-        j.name: in_process_executor for j in repo.get_all_jobs()
+        j.name: kohaku_executor if j.name in DISTRIBUTED_JOBS else in_process_executor for j in repo.get_all_jobs()
     }
 
 
