@@ -188,17 +188,21 @@ class LlamaCppChat:
 
     @staticmethod
     def _prime(llm: Any, tokens: list[int]) -> None:
-        """Leave tokens[:-1] in the KV cache, computed from scratch unless already there.
+        """Leave exactly tokens[:-1] in the KV cache, evaluating only what the cache lacks:
+        the longest prefix shared with the cached tokens is kept (so prompts that start
+        alike, such as one question against many passages, evaluate only their tails).
 
         `create_completion` then evaluates only the last prompt token itself (llama's
         prefix match), both on a cold cache and on a reused one.
         """
         head = len(tokens) - 1
-        cached = llm._input_ids  # noqa: SLF001 - the tokens whose KV entries are live
-        if len(cached) >= head and np.array_equal(cached[:head], tokens[:head]):
-            return
-        llm.reset()
-        llm.eval(tokens[:head])
+        cached = np.asarray(llm._input_ids)  # noqa: SLF001 - the tokens whose KV entries are live
+        n = min(len(cached), head)
+        differs = np.flatnonzero(cached[:n] != np.asarray(tokens[:n]))
+        common = int(differs[0]) if len(differs) else n
+        # `eval` drops the KV entries past n_tokens before it writes new ones.
+        llm.n_tokens = common
+        llm.eval(tokens[common:head])
 
     def _model(self) -> Any:
         if self._llm is not None:
