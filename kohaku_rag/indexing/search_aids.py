@@ -102,7 +102,9 @@ def _definitions(lake: Lake, doc_id: str, version: str) -> tuple[Counter[tuple[s
         rows = pq.read_table(cache).to_pylist()
         return Counter({(r["abbr"], r["long_form"]): int(r["count"]) for r in rows}), False
     table = pq.read_table(lake.table(INDEX_ROWS, doc_id), columns=["kind", "text"])
-    texts = [t for k, t in zip(*(table.column(c).to_pylist() for c in ("kind", "text")), strict=True) if k == "paragraph"]
+    texts = [
+        t for k, t in zip(*(table.column(c).to_pylist() for c in ("kind", "text")), strict=True) if k == "paragraph"
+    ]
     counts = count_definitions(texts)
     rows = [{"abbr": a, "long_form": f, "count": n} for (a, f), n in sorted(counts.items())]
     write_parquet_atomic(pa.Table.from_pylist(rows, schema=_DEFS_SCHEMA), cache, {VERSION_KEY: version})

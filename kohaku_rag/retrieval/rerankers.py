@@ -40,6 +40,7 @@ from kohaku_rag.http_retry import (
     snippet,
     url_secrets,
 )
+from kohaku_rag.llm import LLMSpec, make_chat_model
 from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, ChatModel, ChatRequest, ChatResult, Message
 
 __all__ = [
@@ -98,7 +99,8 @@ class RerankerSpec:
             raise ValueError(f"reranker timeout must be > 0 seconds, got {self.timeout}")
 
     def __repr__(self) -> str:
-        return f"RerankerSpec(backend={self.backend!r}, api={self.api!r}, url={safe_url(self.url)!r}, model={self.model!r})"
+        shown = f"backend={self.backend!r}, api={self.api!r}, url={safe_url(self.url)!r}, model={self.model!r}"
+        return f"RerankerSpec({shown})"
 
 
 class EmbeddingReranker:
@@ -298,7 +300,5 @@ def make_reranker(
     if chat is None:
         if lake_root is None:
             raise ValueError('reranker backend "llm" needs a chat model or the lake (for the bundled model)')
-        from kohaku_rag.llm import LLMSpec, make_chat_model
-
         chat = make_chat_model(LLMSpec(model=spec.model) if spec.model else LLMSpec(), lake_root)
     return LLMReranker(chat, spec.max_passage_tokens)

@@ -27,7 +27,9 @@ PASSAGES = [
 ]
 
 
-@pytest.mark.parametrize(("api", "path"), [("jina", "/v1/rerank"), ("cohere", "/v2/rerank"), ("llamacpp", "/v1/rerank")])
+@pytest.mark.parametrize(
+    ("api", "path"), [("jina", "/v1/rerank"), ("cohere", "/v2/rerank"), ("llamacpp", "/v1/rerank")]
+)
 def test_jina_cohere_llamacpp_shape_scores_in_passage_order(api: str, path: str) -> None:
     with RerankServer() as server:
         reranker = make_reranker(RerankerSpec(url=server.root + path, api=api, model="m"))  # type: ignore[arg-type]
@@ -116,7 +118,9 @@ def test_llm_prompts_share_the_question_prefix_and_cut_passages() -> None:
     shared = 0
     while a[-1].content[shared] == b[-1].content[shared]:
         shared += 1
-    assert a[0] == b[0] and a[-1].content[:shared].startswith(f"Question: {QUERY}") and "Passage" in a[-1].content[:shared]
+    assert (
+        a[0] == b[0] and a[-1].content[:shared].startswith(f"Question: {QUERY}") and "Passage" in a[-1].content[:shared]
+    )
 
     class Counting:  # a tokenizer of one token per word, as a model's `prompt_tokens` would be
         def prompt_tokens(self, messages: tuple[Message, ...]) -> int:
