@@ -114,6 +114,15 @@ class RetrievalConfig:
         for name in ("type_weight_text", "type_weight_table", "type_weight_figure", "metadata_boost"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        weights = (self.type_weight_text, self.type_weight_table, self.type_weight_figure)
+        hero_keys = {
+            "fusion": self.fusion != "rrf",
+            "type_weight_*": weights != (1.0, 1.0, 1.0),
+            "metadata_boost": self.metadata_boost != 1.0,
+        }
+        if self.bm25_mode == "append" and any(hero_keys.values()):
+            used = ", ".join(k for k, on in hero_keys.items() if on)
+            raise ValueError(f'{used} apply to fused lists: use them with bm25_mode = "fuse", not "append"')
         if self.rerank_top_n < 1 or self.rerank_passage_chars < 50:
             raise ValueError(
                 f"rerank_top_n must be >= 1 and rerank_passage_chars >= 50, got {self.rerank_top_n} "

@@ -153,3 +153,46 @@ def test_hosted_reranker_reorders_the_fused_top_n(retriever: Retriever) -> None:
     expected = sorted(plain[:2], key=lambda n: -overlap(query, texts[n]))
     assert reranked == expected + plain[2:]
     assert reranked[:2] != plain[:2]
+
+
+def test_config_keys_are_validated_and_round_trip() -> None:
+    import tomllib
+
+    from kohaku_rag.answering.qa_config import dump_toml, qa_config_from_mapping
+    from kohaku_rag.config_files import ConfigKeyError
+
+    with pytest.raises(ConfigKeyError, match='retrieval.fusion: "zip" is not one of the allowed values'):
+        qa_config_from_mapping({"retrieval": {"fusion": "zip"}})
+    with pytest.raises(ValueError, match="metadata_boost must be > 0"):
+        RetrievalConfig(metadata_boost=0.0)
+    with pytest.raises(ValueError, match='use them with bm25_mode = "fuse"'):
+        RetrievalConfig(bm25_mode="append", type_weight_table=2.0)
+    with pytest.raises(ConfigKeyError, match="retrieval.reranker: unknown RerankerSpec keys"):
+        qa_config_from_mapping({"retrieval": {"reranker": {"backend": "http", "adress": "x"}}})
+    cfg = qa_config_from_mapping(
+        {
+            "retrieval": {
+                "type_weight_table": 2.0,
+                "metadata_fields": ["author"],
+                "reranker": {"backend": "http", "url": "http://127.0.0.1:8080/v1/rerank", "api": "llamacpp"},
+            }
+        }
+    )
+    again = qa_config_from_mapping(tomllib.loads(dump_toml(cfg)))
+    assert again == cfg and again.retrieval.search.reranker == RerankerSpec(
+        url="http://127.0.0.1:8080/v1/rerank", api="llamacpp"
+    )
+    # How the reranker is reached is not part of what it scores: stored retrievals are kept.
+    faster = replace(
+        cfg,
+        retrieval=replace(
+            cfg.retrieval,
+            search=replace(
+                cfg.retrieval.search,
+                reranker=RerankerSpec(
+                    url="http://127.0.0.1:8080/v1/rerank", api="llamacpp", max_concurrent=16, timeout=5.0
+                ),
+            ),
+        ),
+    )
+    assert faster.retrieval_hash == cfg.retrieval_hash
