@@ -133,3 +133,24 @@ def test_a_bad_user_file_fails_assembly_and_keeps_the_old_aids(tmp_path: Path) -
         assemble_search_aids(lake, ["a", "b"], corpus)
     assert load_search_aids(lake) == before
     assert search_aids_behind(lake, ["a", "b"], corpus) == ["metadata.csv/expansions.csv"]
+
+
+def test_stored_retrievals_follow_the_aids_only_when_a_config_uses_them(tmp_path: Path) -> None:
+    from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
+    from kohaku_rag.answering.store import keys_for
+    from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+
+    corpus = _corpus(tmp_path / "corpus")
+    lake = Lake(tmp_path / "lake")
+    index_corpus(corpus, lake, IndexConfig(captioner="none"))
+    questions = tmp_path / "q.csv"
+    questions.write_text("id,question,answer_unit\nq1,What was the PUE?,PUE\n")
+    plain = QAConfig(questions=str(questions))
+    expanding = QAConfig(
+        questions=str(questions), retrieval=RetrievalPart(search=RetrievalConfig(query_expansion="bm25"))
+    )
+    before = keys_for(lake, plain).retrieval, keys_for(lake, expanding).retrieval
+    (corpus / "expansions.csv").write_text("term,expansion\nPUE,power usage effectiveness ratio\n")
+    index_corpus(corpus, lake)
+    after = keys_for(lake, plain).retrieval, keys_for(lake, expanding).retrieval
+    assert after[0] == before[0] and after[1] != before[1]
