@@ -23,6 +23,7 @@ from kohaku_rag.indexing.doc_metadata import matching_documents
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
 from kohaku_rag.lake import Lake
+from kohaku_rag.llm import ChatModel, LLMSpec
 from kohaku_rag.retrieval.rerankers import Reranker, RerankerSpec, make_reranker
 from kohaku_rag.retrieval.retrieval_config import DEFAULT_ALPHA, RERANKS, RetrievalConfig
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
@@ -435,19 +436,22 @@ class Retriever:
 # ── opening the lake's index ──────────────────────────────────────────────
 
 
-def open_retriever(lake: Lake, cfg: IndexConfig) -> Retriever:
+def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], ChatModel] | None = None) -> Retriever:
+    """The lake's retriever. `chat_for` gives an LLM reranker the process's loaded model
+    (ModelPool.chat), so the bundled model is not loaded twice; else it loads its own."""
     if not lake.vectors_path.exists():
         raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
     embedder = make_embedder(cfg.embedder, lake.cache_dir / "embeddings")
     store = open_vector_store(lake, embedder)
     bm25 = BM25Index.load(lake.bm25_path) if lake.bm25_path.exists() else None
-    return Retriever(
-        embedder,
-        store,
-        bm25,
-        load_search_aids(lake),
-        lambda spec: make_reranker(spec, embedder=embedder, lake_root=lake.root),
-    )
+
+    def reranker_for(spec: RerankerSpec) -> Reranker:
+        chat = None
+        if spec.backend == "llm" and chat_for is not None:
+            chat = chat_for(LLMSpec(model=spec.model) if spec.model else LLMSpec())
+        return make_reranker(spec, embedder=embedder, lake_root=lake.root, chat=chat)
+
+    return Retriever(embedder, store, bm25, load_search_aids(lake), reranker_for)
 
 
 def open_vector_store(lake: Lake, embedder: Embedder) -> VectorStore:
