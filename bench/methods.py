@@ -14,7 +14,10 @@ retrieval options, Marikarp's interleaved merge, the best combination found on t
 Marikarp's knowledge-aware diverse rerank (issue 14, item 9) is built on another branch: its
 row is the hook marked below. LLM replies are cached under --work.
 
-    python bench/methods.py --lake LAKE [--llm 12] [--llm-rerank 8] [--work DIR] [--models DIR]
+    python bench/methods.py --lake LAKE [--corpus DIR] [--llm 12] [--llm-rerank 8] [--work DIR] [--models DIR]
+
+The lake's search aids are assembled first if they are missing or behind (from its index
+rows and the corpus's metadata.csv, as `kohaku index` would; nothing is re-indexed).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from kohaku_rag.evaluation.records import Answer  # noqa: E402
 from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
 from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
+from kohaku_rag.indexing.search_aids import assemble_search_aids, search_aids_behind  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
@@ -89,6 +93,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lake", type=Path, required=True, help="a lake with the WattBot index built")
     parser.add_argument("--wattbot", type=Path, default=REPO.parent / "shared" / "wattbot")
+    parser.add_argument("--corpus", type=Path, default=Path("/tmp/kohaku-bench/corpus"), help="its metadata.csv")
     parser.add_argument("--configs", type=Path, default=CONFIGS, help="one QA config file per system")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku_methods"), help="LLM reply cache")
     parser.add_argument("--models", type=Path, default=REPO / ".models", help="where the bundled GGUF is")
@@ -103,9 +108,15 @@ def main() -> None:
     index_cfg = recorded_index_config(lake)
     if index_cfg is None:
         raise SystemExit(f"{lake.root}: no index_config.json; index the corpus first")
+    docs = corpus_ids(lake)
+    behind = search_aids_behind(lake, docs, args.corpus)
+    if behind:  # what `kohaku index` would do on this lake: no document is re-indexed
+        started = time.perf_counter()
+        stats = assemble_search_aids(lake, docs, args.corpus)
+        print(
+            f"search aids assembled ({len(behind)} behind): {stats.terms} terms, {time.perf_counter() - started:.1f}s"
+        )
     retriever = open_retriever(lake, index_cfg)
-    if retriever.aids is None:
-        raise SystemExit(f"{lake.root}: no search aids; run `kohaku index` with this code to assemble them")
     configs = load_configs(args.configs)
     header = f"{'config':<30} {'MRR':>6} {'R@1':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/q':>6}"
     print(f"{len(gold)} train questions with a gold document; question alone, no LLM\n\n{header}\n" + "-" * len(header))
