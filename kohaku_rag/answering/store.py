@@ -197,10 +197,10 @@ def compute_retrievals(
         started = time.perf_counter()
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
-        except RetriesExhausted as exc:  # the planner's endpoint is down: no plan is not a plan
+            items = searcher.search(queries, cfg.retrieval.search)
+        except RetriesExhausted as exc:  # the planner's (or a hosted reranker's) endpoint is down
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
-        items = searcher.search(queries, cfg.retrieval.search)
         return {
             "id": q.id,
             "queries": list(queries),
