@@ -196,3 +196,19 @@ def test_config_keys_are_validated_and_round_trip() -> None:
         ),
     )
     assert faster.retrieval_hash == cfg.retrieval_hash
+
+
+def test_a_reranker_outage_fails_only_the_retrieval_row(retriever: Retriever) -> None:
+    from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
+    from kohaku_rag.answering.store import compute_retrievals
+    from kohaku_rag.evaluation.records import Question
+
+    with RerankServer() as server:
+        spec = RerankerSpec(url=server.root + "/v1/rerank", max_retries=1)
+        cfg = QAConfig(retrieval=RetrievalPart(use_planner=False, search=replace(BM25_FIRST, reranker=spec)))
+        question = Question("q1", "accelerator energy per inference request", "kWh")
+        server.faults.extend([503, 503])
+        (failed,) = compute_retrievals([question], cfg, retriever, None)
+        (fine,) = compute_retrievals([question], cfg, retriever, None)
+    assert "RetriesExhausted" in failed["error"] and "after 2 attempts" in failed["error"]
+    assert fine["error"] == "" and "gamma2020" in fine["context"]
