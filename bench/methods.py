@@ -5,9 +5,10 @@ retrieval options, Marikarp's interleaved merge, the best combination found on t
   retrieval   gold-document MRR, R@1, evidence recall at 4,000 and 8,000 context characters
               (bench/retrieval_eval.py) and ms per query, with the question alone (no LLM);
               its first row, the default, is the same-run baseline;
-  --llm-rerank N   the HERO config with the bundled LLM as its cross-encoder (top-N units
-              scored by yes/no token probabilities) on the first N gold questions, against the
-              same config without it on the same questions, with seconds per question;
+  --llm-rerank N   HERO's cross-encoder step on the best config, with the bundled LLM as the
+              cross-encoder (the top --rerank-top-n units scored by yes/no token probabilities),
+              on the first N gold questions, against the same config without it on the same
+              questions, with seconds per question;
   --llm N     for the three best configs by retrieval (MRR + evidence @4K), the WattBot score
               with the bundled Qwen2.5-Coder-1.5B (planner + answer, one run) on the first N
               train questions, and seconds per question (30-60 s each on 2 shared cores).
@@ -137,7 +138,8 @@ def main() -> None:
         print(f"{name:<30} pending: issue 14 item 9 (another branch), hook in bench/methods.py")
 
     if args.llm_rerank > 0:
-        llm_rerank_rows(args, retriever, configs["hero"].retrieval.search, gold[: args.llm_rerank])
+        base = configs.get("best", next(iter(configs.values())))
+        llm_rerank_rows(args, retriever, base.retrieval.search, gold[: args.llm_rerank])
     if args.llm > 0:
         top = sorted(metrics, key=lambda n: -(metrics[n].mrr + metrics[n].evidence[4000]))[:3]
         llm_rows(args, lake, retriever, {n: configs[n] for n in top}, csv)
@@ -147,19 +149,19 @@ def bundled_chat(args: argparse.Namespace) -> CachedChat:
     return CachedChat(LlamaCppChat(ensure_bundled_model(args.models), n_ctx=4096), args.work / "llm")
 
 
-def llm_rerank_rows(args: argparse.Namespace, retriever: Retriever, hero: RetrievalConfig, gold: list) -> None:  # type: ignore[type-arg]
+def llm_rerank_rows(args: argparse.Namespace, retriever: Retriever, search: RetrievalConfig, gold: list) -> None:  # type: ignore[type-arg]
     """HERO's cross-encoder step with the bundled LLM as the cross-encoder, and its cost."""
     chat = bundled_chat(args)
     reranker = LLMReranker(chat, max_passage_tokens=256)
     spec = RerankerSpec(backend="llm")
     retriever._rerankers[spec] = reranker  # noqa: SLF001 - the bench's own chat (its cache, its counters)
-    print(f"\nHERO + the bundled LLM as cross-encoder, top {args.rerank_top_n}, first {len(gold)} gold questions")
+    print(f"\nbest + the bundled LLM as cross-encoder, top {args.rerank_top_n}, first {len(gold)} gold questions")
     print(f"{'config':<30} {'MRR':>6} {'R@1':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/q':>6}")
-    base = wide(hero)
-    print(retrieval_row("hero", evaluate(gold, lambda q: retriever.search([q], base), BUDGETS)), flush=True)
+    base = wide(search)
+    print(retrieval_row("best", evaluate(gold, lambda q: retriever.search([q], base), BUDGETS)), flush=True)
     ranked = replace(base, reranker=spec, rerank_top_n=args.rerank_top_n)
     m = evaluate(gold, lambda q: retriever.search([q], ranked), BUDGETS)
-    print(retrieval_row("hero + LLM rerank", m), flush=True)
+    print(retrieval_row("best + LLM rerank", m), flush=True)
     print(f"  LLM calls {chat.misses}, cached {chat.hits}; {m.seconds_per_query:.1f} s/question", flush=True)
 
 
