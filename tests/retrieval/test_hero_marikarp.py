@@ -6,6 +6,7 @@ Pure parts on hand-made lists; the rest on a small lake indexed from Markdown do
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -212,3 +213,18 @@ def test_a_reranker_outage_fails_only_the_retrieval_row(retriever: Retriever) ->
         (fine,) = compute_retrievals([question], cfg, retriever, None)
     assert "RetriesExhausted" in failed["error"] and "after 2 attempts" in failed["error"]
     assert fine["error"] == "" and "gamma2020" in fine["context"]
+
+
+def test_kohaku_search_takes_a_config_file(lake: tuple[Lake, Path], tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from kohaku_assets.cli import main
+
+    root, corpus = lake
+    config = tmp_path / "tables.toml"
+    config.write_text("[retrieval]\ntype_weight_table = 2.0\n")
+    query = "accelerator energy per inference request"
+    firsts = []
+    for extra in ([], ["--config", str(config)]):
+        argv = ["search", "--lake", str(root.root), "--corpus", str(corpus), query, "--json", *extra]
+        assert main(argv) == 0
+        firsts.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1])[0]["node_id"])
+    assert firsts[0] != firsts[1] and firsts[1].startswith("gamma2020:sec1:p2")
