@@ -315,11 +315,21 @@ class Retriever:
 
     # ── HERO's options: query expansion, content-type weights, metadata boost ──
 
+    def search_aids(self) -> SearchAids:
+        """The lake's aids; a config that needs them on a lake without them is an error,
+        not a silent no-op."""
+        if self.aids is None:
+            raise FileNotFoundError(
+                "this config uses query_expansion or metadata_boost, but the lake has no search aids "
+                "yet: run `kohaku index` once with this version to assemble them (nothing is re-indexed)"
+            )
+        return self.aids
+
     def expanded(self, query: str, cfg: RetrievalConfig, where: str) -> str:
         """The query with the lake's dictionary applied, where the config says so."""
         if cfg.query_expansion == "off" or (where == "dense" and cfg.query_expansion != "all"):
             return query
-        return self.aids.expansions.expand_query(query) if self.aids is not None else query
+        return self.search_aids().expansions.expand_query(query)
 
     def unit_types(self, units: Sequence[str]) -> dict[str, tuple[str, str]]:
         """unit -> (doc id, content type), read once per unit."""
@@ -334,8 +344,8 @@ class Retriever:
         names (author, year, title), the metadata boost. Identity with the defaults."""
         weights = (cfg.type_weight_text, cfg.type_weight_table, cfg.type_weight_figure)
         named: set[str] = set()
-        if cfg.metadata_boost != 1.0 and self.aids is not None:
-            named = matching_documents(query, self.aids.documents, cfg.metadata_fields)
+        if cfg.metadata_boost != 1.0:
+            named = matching_documents(query, self.search_aids().documents, cfg.metadata_fields)
         if weights == (1.0, 1.0, 1.0) and not named:
             return fused
         types = self.unit_types(list(fused))

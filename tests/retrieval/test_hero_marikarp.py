@@ -228,3 +228,10 @@ def test_kohaku_search_takes_a_config_file(lake: tuple[Lake, Path], tmp_path: Pa
         assert main(argv) == 0
         firsts.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1])[0]["node_id"])
     assert firsts[0] != firsts[1] and firsts[1].startswith("gamma2020:sec1:p2")
+
+
+def test_a_lake_without_search_aids_says_how_to_get_them(retriever: Retriever) -> None:
+    bare = Retriever(retriever.embedder, retriever.store, retriever.bm25)
+    assert bare.search(["What was the PUE?"], BM25_FIRST)  # the defaults need no aids
+    with pytest.raises(FileNotFoundError, match="run `kohaku index` once"):
+        bare.search(["What was the PUE?"], replace(BM25_FIRST, query_expansion="bm25"))
