@@ -225,6 +225,7 @@ def relevance_request(query: str, passage: str) -> ChatRequest:
         temperature=0.0,
         max_tokens=1,
         top_logprobs=MAX_TOP_LOGPROBS,
+        reuse_prefix=True,
     )
 
 
