@@ -362,11 +362,12 @@ def run_index(
         report.recomputed.sort()
     # Compare, don't assume: an earlier run may have died after its documents but before
     # (or during) assembly, leaving indexes that no document run would ever re-assemble.
-    lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)))
-    stale = [AssetKey(a) for a, docs in (("vector_index", lag.vectors), ("bm25_index", lag.bm25)) if docs]
+    lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)), settings.corpus)
+    lags = (("vector_index", lag.vectors), ("bm25_index", lag.bm25), ("search_aids", lag.aids))
+    stale = [AssetKey(a) for a, docs in lags if docs]
     if stale:
-        # The whole job when both are behind (the run the UI would launch), else the one behind.
-        subset = None if len(stale) == 2 else stale
+        # The whole job when all are behind (the run the UI would launch), else those behind.
+        subset = None if len(stale) == len(lags) else stale
         result = run_job(settings, assemble_indexes_job.name, models=models, asset_selection=subset)
         if not result.success:
             raise RuntimeError(f"index assembly failed: {failure_message(result, verbose=verbose)}")

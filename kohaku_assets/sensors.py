@@ -72,7 +72,7 @@ def index_requests(
     # that never comes (a failed download or backend outage keeps its key until it changes).
     runs = [r for r in runs if r.run_key is None or not already_requested(r.run_key)]
     keep = sorted(set(scan.documents) | set(scan.missing))
-    if not runs and not in_flight and (plan.remove or indexes_behind(lake, keep).behind):
+    if not runs and not in_flight and (plan.remove or indexes_behind(lake, keep, settings.corpus).behind):
         runs.append(RunRequest(job_name=assemble_indexes_job.name))
     return new, plan.remove, runs
 

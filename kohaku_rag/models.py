@@ -17,6 +17,7 @@ from kohaku_rag.embed import EmbedderSpec, make_embedder
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CAPTION_PROMPT, Captioner, OcrCaptioner, VisionLLMCaptioner
 from kohaku_rag.indexing.index_config import IndexConfig
+from kohaku_rag.indexing.search_aids import expansions_path
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import ChatModel, LLMSpec, make_chat_model
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever
@@ -47,11 +48,14 @@ class ModelPool:
     def retriever(self, lake: Lake, cfg: IndexConfig) -> Retriever:
         """The lake's retriever. Reopened when the index files change on disk (a re-index in
         this process), so a long-lived pool never serves a stale index."""
-        stamp = tuple(_mtime(p) for p in (lake.vectors_path, lake.bm25_path))
+        stamp = tuple(_mtime(p) for p in (lake.vectors_path, lake.bm25_path, expansions_path(lake)))
         with self._lock:  # forget the retrievers of older index files of this lake
             for key in [k for k in self._items if k[:3] == ("retriever", str(lake.root), cfg) and k[3] != stamp]:
                 del self._items[key]
-        return self._get(("retriever", str(lake.root), cfg, stamp), lambda: open_retriever(lake, cfg))
+        return self._get(
+            ("retriever", str(lake.root), cfg, stamp),
+            lambda: open_retriever(lake, cfg, chat_for=lambda spec: self.chat(spec, lake)),
+        )
 
     def captioner(self, cfg: IndexConfig) -> Captioner | None:
         """The index config's figure captioner. The OCR engine is shared; a vision captioner

@@ -25,8 +25,9 @@ from dagster import (
 from kohaku_assets.assets.documents import index_rows
 from kohaku_assets.partitions import INDEXING_GROUP, INDEXING_TAGS, OWNERS, check_spec, documents
 from kohaku_assets.resources import KohakuSettings
-from kohaku_rag.indexing import assembly
+from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.expansions import EXTRACTOR_VERSION
 from kohaku_rag.indexing.index_config import record_index_config
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
@@ -163,4 +164,31 @@ def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     )
 
 
-INDEXES = [vector_index, bm25_index]
+@asset(
+    name="search_aids",
+    group_name=INDEXING_GROUP,
+    deps=[index_rows],
+    owners=OWNERS,
+    tags=INDEXING_TAGS,
+    kinds={"parquet", "python"},
+    code_version=f"aids-{search_aids.SEARCH_AIDS_VERSION}-extractor-{EXTRACTOR_VERSION}",
+    automation_condition=ASSEMBLE_WHEN,
+    description="Search aids: the query-expansion dictionary (abbreviations defined in the documents, "
+    "built-in units, the corpus's expansions.csv) and the documents' metadata (authors, year, title) "
+    "for HERO's query expansion and metadata boost." + INDEX_DESCRIPTION,
+)
+def search_aids_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    started = time.perf_counter()
+    stats = search_aids.assemble_search_aids(settings.lake, _registered(context), settings.corpus)
+    return MaterializeResult(
+        metadata={
+            "terms": stats.terms,
+            "documents": stats.documents,
+            "extracted_documents": len(stats.extracted),
+            "seconds": round(time.perf_counter() - started, 3),
+            "path": MetadataValue.path(str(search_aids.expansions_path(settings.lake))),
+        }
+    )
+
+
+INDEXES = [vector_index, bm25_index, search_aids_index]

@@ -16,6 +16,7 @@ from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
+from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -51,7 +52,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
-    cfg = RetrievalConfig()
+    # A QA config file's retrieval part (e.g. bench/methods/hero.toml), else the defaults.
+    cfg = load_qa_config(Path(args.config)).retrieval.search if getattr(args, "config", None) else RetrievalConfig()
     if args.k is not None:
         cfg = replace(cfg, top_k_final=args.k)
     if args.budget_chars is not None:
@@ -172,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget-chars", type=int, default=None, help="character budget of the context")
     p.add_argument("--questions", help="WattBot-format CSV: one JSON line per question")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--config", help="a QA config file whose [retrieval] settings to search with")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("ui", parents=[common], help="start the Dagster UI on the lake's instance")

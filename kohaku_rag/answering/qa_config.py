@@ -156,6 +156,9 @@ class QAConfig:
             payload["planner_llm"] = [llm.backend, llm.model, llm.base_url, llm.n_ctx]
             payload["plan_format"] = PLAN_FORMAT
         payload["retrieval"].pop("planner_model", None)
+        reranker = payload["retrieval"]["search"].get("reranker")
+        for key in ("max_concurrent", "timeout", "max_retries", "batch_size", "api_key_env"):
+            (reranker or {}).pop(key, None)  # how the reranker is reached, not what it scores
         return stable_hash(payload)
 
     @property
@@ -369,6 +372,8 @@ def dump_toml(cfg: QAConfig) -> str:
     lines += table("retrieval", retrieval)
     if retrieval.get("planner_model"):
         lines += table("retrieval.planner_model", retrieval["planner_model"])
+    if retrieval.get("reranker"):
+        lines += table("retrieval.reranker", retrieval["reranker"])
     lines += table("generation", generation)
     lines += table("generation.llm", data["generation"]["llm"]) + table("voting", data["voting"])
     return "\n".join(lines)

@@ -42,6 +42,7 @@ from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.score import ScoreReport, score_predictions
 from kohaku_rag.evaluation.vote import vote
+from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
@@ -92,7 +93,10 @@ class QAKeys:
 
 def keys_for(lake: Lake, cfg: QAConfig) -> QAKeys:
     questions = file_sha(Path(cfg.questions))
-    retrieval = stable_hash([cfg.retrieval_hash, questions, index_fingerprint(lake)])
+    index = index_fingerprint(lake)
+    if cfg.retrieval.search.uses_search_aids:  # the dictionary/metadata follow corpus files too
+        index = stable_hash([index, search_aids_fingerprint(lake)])
+    retrieval = stable_hash([cfg.retrieval_hash, questions, index])
     prediction = stable_hash([cfg.generation_hash, retrieval])
     return QAKeys(questions, retrieval, prediction, stable_hash([cfg.voting_hash, prediction]))
 
@@ -193,10 +197,10 @@ def compute_retrievals(
         started = time.perf_counter()
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
-        except RetriesExhausted as exc:  # the planner's endpoint is down: no plan is not a plan
+            items = searcher.search(queries, cfg.retrieval.search)
+        except RetriesExhausted as exc:  # the planner's (or a hosted reranker's) endpoint is down
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
-        items = searcher.search(queries, cfg.retrieval.search)
         return {
             "id": q.id,
             "queries": list(queries),

@@ -12,13 +12,15 @@ lake's per-document tables, and `indexes_behind` tells every later run to re-ass
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kohaku_rag.indexing.index_config import recorded_index_config
+from kohaku_rag.indexing.search_aids import search_aids_behind
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source, stored_version
 from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index, tokenize
@@ -130,19 +132,23 @@ class IndexLag:
 
     vectors: list[str]
     bm25: list[str]
+    aids: list[str] = field(default_factory=list)  # the search aids (search_aids.py)
 
     @property
     def behind(self) -> bool:
-        return bool(self.vectors or self.bm25)
+        return bool(self.vectors or self.bm25 or self.aids)
 
 
-def indexes_behind(lake: Lake, doc_ids: Iterable[str]) -> IndexLag:
+def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None) -> IndexLag:
     """Compare what each index holds with the lake's current per-document versions.
 
     An index file that is absent (or unreadable, or from before versions were recorded)
     counts as holding nothing, so it is behind as soon as any document has index rows;
     with no documents at all, an absent file is behind too (search needs the empty index).
+    The search aids also follow the corpus's metadata.csv and expansions.csv when `corpus`
+    is given.
     """
+    doc_ids = list(doc_ids)
     wanted = _wanted(lake, doc_ids)
     vectors = _differing(stored_document_versions(lake.vectors_path), wanted)
     if not vectors and wanted and stored_search_mode(lake.vectors_path) != _vector_search(lake):
@@ -150,6 +156,7 @@ def indexes_behind(lake: Lake, doc_ids: Iterable[str]) -> IndexLag:
     return IndexLag(
         vectors=vectors,
         bm25=_differing(BM25Index.saved_versions(lake.bm25_path), {d: _bm25_version(v) for d, v in wanted.items()}),
+        aids=search_aids_behind(lake, doc_ids, corpus),
     )
 
 

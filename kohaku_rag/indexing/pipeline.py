@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kohaku_rag.errors import KohakuError
-from kohaku_rag.indexing import assembly
+from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import resolve_source, scan_corpus
@@ -99,12 +99,14 @@ def index_corpus(
         progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
     keep = sorted(set(scan.documents) | set(scan.missing))
     # Not "if something was built": an earlier run may have died mid-assembly.
-    lag = assembly.indexes_behind(lake, keep)
+    lag = assembly.indexes_behind(lake, keep, corpus)
     if lag.vectors:
         embedder = models.embedder(cfg.embedder, lake)
         assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
     if lag.bm25:
         assembly.assemble_bm25(lake, keep)
+    if lag.aids:
+        search_aids.assemble_search_aids(lake, keep, corpus)
     failed.update(plan.held)
     return IndexSummary(
         len(plan.unchanged) + len(done), done, plan.unchanged, plan.remove, failed, time.perf_counter() - started

@@ -85,6 +85,11 @@ class ChatRequest:
     # When True, the result carries the mean log-probability of the reply's tokens
     # (ChatResult.mean_logprob): a confidence per reply, for the highest_confidence tiebreak.
     reply_logprobs: bool = False
+    # When True, an in-process backend may keep the part of the prompt it shares with the
+    # previous one in its KV cache and evaluate only the rest (many passages scored against
+    # one question). The logits then differ from a fresh evaluation in their last bits, so
+    # only scoring calls ask for it; sampled replies stay reproducible whatever ran before.
+    reuse_prefix: bool = False
 
     def __post_init__(self) -> None:
         messages = tuple(self.messages)

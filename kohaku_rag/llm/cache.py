@@ -47,6 +47,7 @@ def request_key(model_id: str, req: ChatRequest) -> str:
         # Joins the key only when asked for, so the keys of plain requests never change.
         *([req.top_logprobs] if req.top_logprobs else []),
         *(["reply_logprobs"] if req.reply_logprobs else []),
+        *(["reuse_prefix"] if req.reuse_prefix else []),
     ]
     return hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
 

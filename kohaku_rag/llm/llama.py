@@ -124,13 +124,13 @@ class LlamaCppChat:
                 limit=self.context_window,
             )
         if req.top_logprobs:
-            return self._first_token(llm, tokens, req.top_logprobs)
+            return self._first_token(llm, tokens, req.top_logprobs, req.reuse_prefix)
         grammar = self._grammar(req.schema_text) if req.schema_text is not None else None
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
         recorder = _TokenLogprobs(len(tokens)) if req.reply_logprobs else None
         try:
-            self._prime(llm, tokens)
+            self._prime(llm, tokens, req.reuse_prefix)
             out = llm.create_completion(
                 tokens,
                 max_tokens=req.max_tokens,
@@ -168,11 +168,11 @@ class LlamaCppChat:
             mean_logprob=recorder.mean() if recorder is not None else None,
         )
 
-    def _first_token(self, llm: Any, tokens: list[int], top: int) -> ChatResult:
+    def _first_token(self, llm: Any, tokens: list[int], top: int, reuse_prefix: bool = False) -> ChatResult:
         """The reply's `top` most likely first tokens, read from the model's own distribution
         (no grammar, no sampling): what a verdict's probability is computed from."""
         started = time.perf_counter()
-        self._prime(llm, tokens)
+        self.prompt_tokens_evaluated += self._prime(llm, tokens, reuse_prefix) + 1
         llm.eval(tokens[-1:])
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
         logprobs = logits - np.logaddexp.reduce(logits)
@@ -187,18 +187,26 @@ class LlamaCppChat:
         )
 
     @staticmethod
-    def _prime(llm: Any, tokens: list[int]) -> None:
-        """Leave tokens[:-1] in the KV cache, computed from scratch unless already there.
+    def _prime(llm: Any, tokens: list[int], reuse_prefix: bool = False) -> int:
+        """Leave exactly tokens[:-1] in the KV cache, computed from scratch unless already
+        there; with `reuse_prefix`, the longest prefix shared with the cached tokens is kept
+        and only the rest evaluated (one question against many passages). Returns how many
+        tokens it evaluated.
 
         `create_completion` then evaluates only the last prompt token itself (llama's
         prefix match), both on a cold cache and on a reused one.
         """
         head = len(tokens) - 1
-        cached = llm._input_ids  # noqa: SLF001 - the tokens whose KV entries are live
-        if len(cached) >= head and np.array_equal(cached[:head], tokens[:head]):
-            return
-        llm.reset()
-        llm.eval(tokens[:head])
+        cached = np.asarray(llm._input_ids)  # noqa: SLF001 - the tokens whose KV entries are live
+        n = min(len(cached), head)
+        differs = np.flatnonzero(cached[:n] != np.asarray(tokens[:n]))
+        common = int(differs[0]) if len(differs) else n
+        if common < head and not reuse_prefix:
+            common = 0  # a fresh evaluation: the same logits whatever ran before
+        # `eval` drops the KV entries past n_tokens before it writes new ones.
+        llm.n_tokens = common
+        llm.eval(tokens[common:head])
+        return head - common  # the tokens evaluated now
 
     def _model(self) -> Any:
         if self._llm is not None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from kohaku_rag.retrieval.rerankers import RerankerSpec
+
 RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none")
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
 # formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
@@ -75,8 +77,57 @@ class RetrievalConfig:
     # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.
     mark_sentences: int = 2
 
+    # ── HERO's and Marikarp's retrieval options (issue 14; the README's "Other winning
+    # systems as configs"). Their defaults leave retrieval exactly as above. ──
+    # How one query's BM25 and dense lists merge: "rrf" (weighted reciprocal rank, above),
+    # or Marikarp's "interleave": BM25's first, dense's first, BM25's second, ... (each
+    # list's order kept, repeats dropped); a unit's score is 1 / (rrf_k + its position).
+    fusion: Literal["rrf", "interleave"] = "rrf"
+    # HERO's content-type weights: a unit's fused score is multiplied by its type's weight
+    # (score(d) = sum over lists of w_type(d) * w_list / (k + rank)). Table: a table node, or
+    # a paragraph that is a table caption or mostly numbers; figure: a figure node (its
+    # caption and OCR text) or a figure caption. HERO: text 1.0, table 2.0, figure 1.8.
+    type_weight_text: float = 1.0
+    type_weight_table: float = 1.0
+    type_weight_figure: float = 1.0
+    # HERO's metadata boost: the units of a document whose author surname or publication
+    # year (from the corpus's metadata.csv, kept in the lake's `search_aids`) the query names
+    # are multiplied by this (HERO: 2.0; 1.0 is off). `metadata_fields` says which count.
+    metadata_boost: float = 1.0
+    metadata_fields: tuple[Literal["author", "year", "title"], ...] = ("author", "year")
+    # HERO's query expansion with the lake's dictionary (abbreviations defined in the
+    # documents, a built-in unit list, the corpus's `expansions.csv`): "bm25" adds the long
+    # forms (or abbreviations) a query's terms stand for to its BM25 query; "all" also to
+    # the dense one; "off" leaves queries as written.
+    query_expansion: Literal["off", "bm25", "all"] = "off"
+    # HERO's cross-encoder rerank of the fused top-N: `reranker` (None: no rerank; see
+    # rerankers.RerankerSpec: a hosted /rerank endpoint, the bundled LLM, the embedder)
+    # reorders the best `rerank_top_n` units, each cut to `rerank_passage_chars`, before the
+    # top_k_final cut. The reranker's score replaces the fused one within those units.
+    reranker: RerankerSpec | None = None
+    rerank_top_n: int = 50
+    rerank_passage_chars: int = 1200
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
+        object.__setattr__(self, "metadata_fields", tuple(self.metadata_fields))
+        for name in ("type_weight_text", "type_weight_table", "type_weight_figure", "metadata_boost"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        weights = (self.type_weight_text, self.type_weight_table, self.type_weight_figure)
+        hero_keys = {
+            "fusion": self.fusion != "rrf",
+            "type_weight_*": weights != (1.0, 1.0, 1.0),
+            "metadata_boost": self.metadata_boost != 1.0,
+        }
+        if self.bm25_mode == "append" and any(hero_keys.values()):
+            used = ", ".join(k for k, on in hero_keys.items() if on)
+            raise ValueError(f'{used} apply to fused lists: use them with bm25_mode = "fuse", not "append"')
+        if self.rerank_top_n < 1 or self.rerank_passage_chars < 50:
+            raise ValueError(
+                f"rerank_top_n must be >= 1 and rerank_passage_chars >= 50, got {self.rerank_top_n} "
+                f"and {self.rerank_passage_chars}"
+            )
         for name in ("top_k", "bm25_top_k", "budget_chars", "mark_sentences"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -113,6 +164,11 @@ class RetrievalConfig:
             **overrides,
         }
         return replace(cls(), **settings)  # type: ignore[arg-type]
+
+    @property
+    def uses_search_aids(self) -> bool:
+        """Whether results depend on the lake's search aids (dictionary, document metadata)."""
+        return self.query_expansion != "off" or self.metadata_boost != 1.0
 
 
 DENSE_KINDS = ("sentence", "paragraph", "section", "document")

@@ -12,21 +12,28 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
+from kohaku_rag.indexing.doc_metadata import matching_documents
 from kohaku_rag.indexing.index_config import IndexConfig
+from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
 from kohaku_rag.lake import Lake
+from kohaku_rag.llm import ChatModel, LLMSpec
+from kohaku_rag.retrieval.rerankers import Reranker, RerankerSpec, make_reranker
 from kohaku_rag.retrieval.retrieval_config import DEFAULT_ALPHA, RERANKS, RetrievalConfig
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
 
 _PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
+_TABLE_CAPTION = re.compile(r"^\s*table\s*[0-9IVX]+\b", re.I)
+_FIGURE_CAPTION = re.compile(r"^\s*(figure|fig\.)\s*[0-9]+\b", re.I)
+_NUMBER = re.compile(r"[-+$€£]?\d[\d.,]*%?[x×]?")
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,51 @@ def fuse_query(ranked_lists: Sequence[tuple[Sequence[str], float]], rrf_k: float
         for rank, node_id in enumerate(ids, start=1):
             fused[node_id] += weight / (rrf_k + rank)
     return dict(fused)
+
+
+def interleave(ranked_lists: Sequence[Sequence[str]], rrf_k: float) -> dict[str, float]:
+    """Marikarp's sparse/dense merge: the lists' first items in list order, then their
+    second items, ..., repeats dropped; a unit scores 1 / (rrf_k + its merged position)."""
+    merged: dict[str, float] = {}
+    for depth in range(max((len(ids) for ids in ranked_lists), default=0)):
+        for ids in ranked_lists:
+            if depth < len(ids) and ids[depth] not in merged:
+                merged[ids[depth]] = 1.0 / (rrf_k + len(merged) + 1)
+    return merged
+
+
+def content_type(node: Node) -> str:
+    """HERO's content types: "table" (a table node; in text-only payloads, a paragraph
+    opening with a table caption or mostly numbers), "figure" (a figure node: caption and
+    OCR text; or a paragraph opening with a figure caption), else "text"."""
+    if node.attachment == "table":
+        return "table"
+    if node.attachment == "image":
+        return "figure"
+    if _TABLE_CAPTION.match(node.text):
+        return "table"
+    if _FIGURE_CAPTION.match(node.text):
+        return "figure"
+    words = node.text.split()
+    if len(words) >= 10 and sum(bool(_NUMBER.fullmatch(w)) for w in words) >= 0.3 * len(words):
+        return "table"
+    return "text"
+
+
+def type_weight(kind: str, cfg: RetrievalConfig) -> float:
+    return {"table": cfg.type_weight_table, "figure": cfg.type_weight_figure}.get(kind, cfg.type_weight_text)
+
+
+def rerank_top(
+    units: Sequence[str], texts: Mapping[str, str], query: str, reranker: Reranker, top_n: int, chars: int
+) -> tuple[list[str], dict[str, float]]:
+    """HERO's cross-encoder step: the best `top_n` units reordered by `reranker` (each cut
+    to `chars`), the rest after them in their order. Returns the order and the scores."""
+    head = [u for u in units[:top_n] if u in texts]
+    scores = reranker.scores(query, [texts[u][:chars] for u in head])
+    by_score = dict(zip(head, scores, strict=True))
+    ordered = sorted(head, key=lambda u: -by_score[u])  # stable: ties keep the fused order
+    return ordered + [u for u in units if u not in by_score], by_score
 
 
 def rerank(
@@ -183,11 +235,22 @@ def section_heading(node: Node | None) -> str:
 class Retriever:
     """Holds the loaded embedder and indexes; open once, query many times."""
 
-    def __init__(self, embedder: Embedder, store: VectorStore, bm25: BM25Index | None) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        store: VectorStore,
+        bm25: BM25Index | None,
+        aids: SearchAids | None = None,
+        reranker_for: Callable[[RerankerSpec], Reranker] | None = None,
+    ) -> None:
         self.embedder = embedder
         self.store = store
         self.bm25 = bm25
+        self.aids = aids  # the lake's expansion dictionary and document metadata
+        self._reranker_for = reranker_for or (lambda spec: make_reranker(spec, embedder=embedder))
+        self._rerankers: dict[RerankerSpec, Reranker] = {}
         self._titles: dict[str, str] | None = None
+        self._types: dict[str, tuple[str, str]] = {}  # unit -> (doc id, content type)
 
     def doc_title(self, doc_id: str, node: Node | None) -> str:
         """The corpus metadata's title, else the document node's (the parsed heading);
@@ -243,16 +306,66 @@ class Retriever:
         lists: list[tuple[Sequence[str], float]] = []
         if cfg.dense_weight > 0:
             lists += [([unit for unit, _ in ranked], cfg.dense_weight) for ranked in self.dense_lists(vector, cfg)]
-        bm25 = self.bm25_hits(query, cfg)
+        bm25 = self.bm25_hits(self.expanded(query, cfg, "bm25"), cfg)
         if bm25:
             lists.append(([node_id for node_id, _ in bm25], cfg.bm25_weight))
-        return fuse_query(lists, cfg.rrf_k)
+        if cfg.fusion == "interleave":  # BM25's list first: the stronger one here
+            return self.boosted(interleave([ids for ids, _ in lists[::-1]], cfg.rrf_k), query, cfg)
+        return self.boosted(fuse_query(lists, cfg.rrf_k), query, cfg)
+
+    # ── HERO's options: query expansion, content-type weights, metadata boost ──
+
+    def search_aids(self) -> SearchAids:
+        """The lake's aids; a config that needs them on a lake without them is an error,
+        not a silent no-op."""
+        if self.aids is None:
+            raise FileNotFoundError(
+                "this config uses query_expansion or metadata_boost, but the lake has no search aids "
+                "yet: run `kohaku index` once with this version to assemble them (nothing is re-indexed)"
+            )
+        return self.aids
+
+    def expanded(self, query: str, cfg: RetrievalConfig, where: str) -> str:
+        """The query with the lake's dictionary applied, where the config says so."""
+        if cfg.query_expansion == "off" or (where == "dense" and cfg.query_expansion != "all"):
+            return query
+        return self.search_aids().expansions.expand_query(query)
+
+    def unit_types(self, units: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """unit -> (doc id, content type), read once per unit."""
+        missing = [u for u in units if u not in self._types]
+        if missing:
+            for unit, node in self.store.get_nodes(missing).items():
+                self._types[unit] = (node.doc_id, content_type(node))
+        return {u: self._types[u] for u in units if u in self._types}
+
+    def boosted(self, fused: dict[str, float], query: str, cfg: RetrievalConfig) -> dict[str, float]:
+        """Scores times the unit's content-type weight and, for the documents the query
+        names (author, year, title), the metadata boost. Identity with the defaults."""
+        weights = (cfg.type_weight_text, cfg.type_weight_table, cfg.type_weight_figure)
+        named: set[str] = set()
+        if cfg.metadata_boost != 1.0:
+            named = matching_documents(query, self.search_aids().documents, cfg.metadata_fields)
+        if weights == (1.0, 1.0, 1.0) and not named:
+            return fused
+        types = self.unit_types(list(fused))
+        out: dict[str, float] = {}
+        for unit, score in fused.items():
+            doc_id, kind = types.get(unit, ("", "text"))
+            boost = cfg.metadata_boost if doc_id in named else 1.0
+            out[unit] = score * type_weight(kind, cfg) * boost
+        return out
+
+    def reranker(self, spec: RerankerSpec) -> Reranker:
+        if spec not in self._rerankers:
+            self._rerankers[spec] = self._reranker_for(spec)
+        return self._rerankers[spec]
 
     def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
         queries = [q for q in queries if q.strip()]
         if not queries:
             return []
-        vectors = self.embedder.embed(queries, role="query")
+        vectors = self.embedder.embed([self.expanded(q, cfg, "dense") for q in queries], role="query")
         per_query = [self.query_scores(q, v, cfg) for q, v in zip(queries, vectors, strict=True)]
         # The first query is the question; the rest are the planner's rewrites.
         weights = [1.0] + [cfg.planned_query_weight] * (len(queries) - 1)
@@ -266,7 +379,14 @@ class Retriever:
             targets.append(target)
             scores[target] = max(scores.get(target, 0.0), unit.score)
         # Dedup before the cut, so a dropped repeat's slot goes to the next unit.
-        kept = dedup(targets, cfg.dedup)[: cfg.top_k_final]
+        kept = dedup(targets, cfg.dedup)
+        if cfg.reranker is not None and kept:
+            texts = {n: node.text for n, node in self.store.get_nodes(kept[: cfg.rerank_top_n]).items()}
+            kept, by_score = rerank_top(
+                kept, texts, queries[0], self.reranker(cfg.reranker), cfg.rerank_top_n, cfg.rerank_passage_chars
+            )
+            scores.update(by_score)
+        kept = kept[: cfg.top_k_final]
         if cfg.bm25_mode == "append":
             # KohakuRAG's setting: BM25 hits after the dense ones, in query order.
             for query in queries:
@@ -326,13 +446,22 @@ class Retriever:
 # ── opening the lake's index ──────────────────────────────────────────────
 
 
-def open_retriever(lake: Lake, cfg: IndexConfig) -> Retriever:
+def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], ChatModel] | None = None) -> Retriever:
+    """The lake's retriever. `chat_for` gives an LLM reranker the process's loaded model
+    (ModelPool.chat), so the bundled model is not loaded twice; else it loads its own."""
     if not lake.vectors_path.exists():
         raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
     embedder = make_embedder(cfg.embedder, lake.cache_dir / "embeddings")
     store = open_vector_store(lake, embedder)
     bm25 = BM25Index.load(lake.bm25_path) if lake.bm25_path.exists() else None
-    return Retriever(embedder, store, bm25)
+
+    def reranker_for(spec: RerankerSpec) -> Reranker:
+        chat = None
+        if spec.backend == "llm" and chat_for is not None:
+            chat = chat_for(LLMSpec(model=spec.model) if spec.model else LLMSpec())
+        return make_reranker(spec, embedder=embedder, lake_root=lake.root, chat=chat)
+
+    return Retriever(embedder, store, bm25, load_search_aids(lake), reranker_for)
 
 
 def open_vector_store(lake: Lake, embedder: Embedder) -> VectorStore:

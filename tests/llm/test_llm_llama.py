@@ -66,6 +66,26 @@ def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
     assert [r.text for r in results] == [alone[i] for i in range(4)]
 
 
+def test_reuse_prefix_evaluates_only_what_the_cache_lacks(llm: LlamaCppChat) -> None:
+    """Scoring calls (the LLM reranker) may keep a shared prompt prefix in the KV cache."""
+    question = "Question: which passage names a prime number?\n\nPassage:\n"
+    reqs = [
+        ChatRequest(user(question + p), max_tokens=1, top_logprobs=5, reuse_prefix=True)
+        for p in ("Seven is prime.", "Eight is even.")
+    ]
+    first, second = (llm._tokens(r.messages) for r in reqs)  # noqa: SLF001
+    common = next(i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b)
+    llm.complete(reqs[0])
+    before = llm.prompt_tokens_evaluated
+    llm.complete(reqs[1])
+    assert llm.prompt_tokens_evaluated - before == len(second) - common
+    # Without the flag the same prompt is evaluated afresh (reproducible logits).
+    llm.complete(reqs[0])
+    before = llm.prompt_tokens_evaluated
+    llm.complete(replace(reqs[1], reuse_prefix=False))
+    assert llm.prompt_tokens_evaluated - before == len(second)
+
+
 def test_seed_drives_sampling(llm: LlamaCppChat) -> None:
     def sample(seed: int) -> str:
         req = ChatRequest(user("Name one random animal."), temperature=1.5, max_tokens=4, seed=seed)
