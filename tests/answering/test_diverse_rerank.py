@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 from chat_server import ChatServer
-from qa_server import response_schema
+from qa_server import QAServer, response_schema
 
 import kohaku_rag as kr
+from kohaku_assets.runner import run_config
 from kohaku_rag.answering.diverse_rerank import diverse_order, interleave
 from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
+from kohaku_rag.answering.stages import STRICT_RULE
 from kohaku_rag.answering.store import compute_retrievals
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig
@@ -29,14 +31,20 @@ from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
 FIRST, SECOND = ["power draw watts"], ["cooling water liters"]
 
 
-class KnowledgeServer(ChatServer):
-    """Declares two needed elements for any passage, and splits them into FIRST and SECOND."""
-
-    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
-        names = response_schema(body)["properties"]
-        if "needed" in names:
-            return json.dumps({"needed": FIRST + SECOND, "covered": FIRST})
+def knowledge_reply(body: dict) -> str | None:
+    """Two needed elements declared for any passage, split into FIRST and SECOND; None for
+    a request that is not the diverse rerank's."""
+    names = response_schema(body)["properties"]
+    if "needed" in names:
+        return json.dumps({"needed": FIRST + SECOND, "covered": FIRST})
+    if "first" in names:
         return json.dumps({"first": FIRST, "second": SECOND})
+    return None
+
+
+class KnowledgeServer(ChatServer):
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        return knowledge_reply(body)
 
 
 class OverlapReranker:
@@ -158,3 +166,39 @@ def test_diverse_retrievals_through_the_pipeline_are_bounded_and_cached(lake, tm
         assert len(server.requests) == 3 and again["context"] == row["context"]
     with pytest.raises(ValueError, match="no chat model"):
         compute_retrievals(questions, cfg, retriever, None)
+
+
+class KnowingQAServer(QAServer):
+    """The QA model of the answering tests, which also declares knowledge for the diverse rerank."""
+
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        return knowledge_reply(body) or super()._echo(body, messages, key)
+
+
+def test_a_hero_and_marikarp_config_runs_through_dagster(env):
+    settings, _server, questions = env
+    with KnowingQAServer() as server:
+        llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
+        folder = settings.lake.root / "configs"
+        folder.mkdir(exist_ok=True)
+        (folder / "both.json").write_text(
+            json.dumps(
+                {
+                    "questions": str(questions),
+                    "retrieval": {
+                        "use_planner": False,
+                        "content_routing": "question_type",
+                        "diverse_rerank": True,
+                        "diverse_n_know": 2,
+                    },
+                    "generation": {"llm": llm, "prompt_routing": "question_type", "two_stage": True},
+                }
+            )
+        )
+        report = run_config(settings, "both")
+        kinds = [next(iter(response_schema(r.body)["properties"])) for r in server.requests]
+    assert report.metadata["scores"]["final"] == pytest.approx(1.0)
+    # Three questions: each 2 declarations + 1 summary (retrieval), 1 strict answer that answers.
+    assert kinds.count("needed") == 6 and kinds.count("first") == 3
+    assert sum("ref_id" in response_schema(r.body)["properties"] for r in server.requests) == 3
+    assert all(STRICT_RULE in r.key for r in server.requests if "ref_id" in response_schema(r.body)["properties"])
