@@ -30,10 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval_eval import GoldQuestion, evaluate, load_gold  # noqa: E402
+from retrieval_eval import GoldQuestion, Metrics, evaluate, load_gold  # noqa: E402
 
 from kohaku_rag.answering.answer import answer_runs, deepen, plan_for  # noqa: E402
-from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
+from kohaku_rag.answering.diverse_rerank import answering_searcher, ranked_ids, reranker_for  # noqa: E402
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.answering.question_types import detect_type, search_config, type_counts  # noqa: E402
 from kohaku_rag.answering.stages import stage_for  # noqa: E402
@@ -46,6 +46,9 @@ from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat, ChatModel  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.llm.openai_compat import OpenAIChat  # noqa: E402
+from kohaku_rag.retrieval.rerankers import Reranker  # noqa: E402
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
 from kohaku_rag.retrieval.retriever import ContextItem, Retriever, open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +69,34 @@ def configs(questions: str, use_planner: bool, n_know: int) -> dict[str, QAConfi
             generation=GenerationPart(prompt_routing="question_type", two_stage=True),
         ),
         "Marikarp": replace(base, retrieval=replace(base.retrieval, diverse_rerank=True, diverse_n_know=n_know)),
+        "Marikarp embed": replace(
+            base,
+            retrieval=replace(base.retrieval, diverse_rerank=True, diverse_n_know=n_know, diverse_reranker="embedding"),
+        ),
     }
+
+
+def initial_rerank_rows(cfg: QAConfig, gold: list[GoldQuestion], retriever: Retriever) -> None:
+    """Marikarp's step 1 alone (no LLM): the candidates ranked by each offline reranker."""
+    for name in ("bm25", "embedding"):
+        part = replace(cfg.retrieval, diverse_reranker=name)
+        reranker = reranker_for(part, retriever)
+        pool = replace(cfg.retrieval.search, top_k_final=part.diverse_candidates, budget_chars=WIDE, mark_sentences=0)
+
+        def ranked(text: str, reranker: Reranker = reranker, pool: RetrievalConfig = pool) -> list[ContextItem]:
+            items = retriever.search([text], pool)
+            by_id = {i.node_id: i for i in items}
+            return [by_id[n] for n in ranked_ids(reranker, text, items)][: cfg.retrieval.search.top_k_final]
+
+        row(f"rerank {name}", evaluate(gold, ranked, BUDGETS))
+
+
+def row(name: str, m: Metrics) -> None:
+    print(
+        f"{name:<16} {m.mrr:6.3f} {m.recall_at_1:6.3f} {m.evidence[4000]:6.3f} {m.evidence[8000]:6.3f} "
+        f"{1000 * m.seconds_per_query:8.0f} {m.n_questions:4d}",
+        flush=True,
+    )
 
 
 def ranked_by(
@@ -91,12 +121,7 @@ def retrieval_rows(
     by_text: dict[str, Question],
 ) -> None:
     for name in names:
-        m = evaluate(gold, ranked_by(cfgs[name], retriever, chat, by_text), BUDGETS)
-        print(
-            f"{name:<12} {m.mrr:6.3f} {m.recall_at_1:6.3f} {m.evidence[4000]:6.3f} {m.evidence[8000]:6.3f} "
-            f"{1000 * m.seconds_per_query:8.0f} {m.n_questions:4d}",
-            flush=True,
-        )
+        row(name, evaluate(gold, ranked_by(cfgs[name], retriever, chat, by_text), BUDGETS))
 
 
 def stage_rows(cfg: QAConfig, gold: list[GoldQuestion], retriever: Retriever, by_text: dict[str, Question]) -> None:
@@ -111,12 +136,7 @@ def stage_rows(cfg: QAConfig, gold: list[GoldQuestion], retriever: Retriever, by
             wide = replace(deepen(search_config(q, cfg.retrieval), level), budget_chars=WIDE, mark_sentences=0)
             return retriever.search([text], wide)[: stage.k]
 
-        m = evaluate(gold, ranked, BUDGETS)
-        print(
-            f"{name:<12} {m.mrr:6.3f} {m.recall_at_1:6.3f} {m.evidence[4000]:6.3f} {m.evidence[8000]:6.3f} "
-            f"{1000 * m.seconds_per_query:8.0f} {m.n_questions:4d}",
-            flush=True,
-        )
+        row(name, evaluate(gold, ranked, BUDGETS))
 
 
 def main() -> None:
@@ -127,6 +147,8 @@ def main() -> None:
     parser.add_argument("--models", type=Path, default=REPO / ".models", help="where the bundled GGUF is")
     parser.add_argument("--llm", type=int, default=0, help="questions answered with the bundled LLM (0: none)")
     parser.add_argument("--planner", action="store_true", help="search with the LLM planner's queries too")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible server (its /v1) instead of the bundled model")
+    parser.add_argument("--llm-model", default="default", help="the model name sent to --llm-url")
     parser.add_argument("--n-know", type=int, default=RetrievalPart().diverse_n_know, help="Marikarp's N_know")
     args = parser.parse_args()
 
@@ -143,19 +165,25 @@ def main() -> None:
     for kind, n in counts.items():
         print(f"  {kind:<18} {n:3d}")
 
-    header = f"{'setting':<12} {'MRR':>6} {'R@1':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/query':>8} {'q':>4}"
+    header = f"{'setting':<16} {'MRR':>6} {'R@1':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/query':>8} {'q':>4}"
     print(f"\nretrieval, the question alone as the query\n{header}\n" + "-" * len(header), flush=True)
     retrieval_rows(["default", "text only", "HERO"], cfgs, gold, retriever, None, by_text)
     stage_rows(cfgs["HERO"], gold, retriever, by_text)
+    initial_rerank_rows(cfgs["default"], gold, retriever)
     if args.llm <= 0:
         return
 
-    chat = CachedChat(LlamaCppChat(ensure_bundled_model(args.models), n_ctx=4096), args.work / "llm")
+    inner: ChatModel = (
+        OpenAIChat(args.llm_url, args.llm_model, api_key_env=None)
+        if args.llm_url
+        else LlamaCppChat(ensure_bundled_model(args.models), n_ctx=4096)
+    )
+    chat = CachedChat(inner, args.work / "llm")
     first = gold[: args.llm]
     print(f"\nretrieval on the first {len(first)} questions with a gold document (bundled LLM for Marikarp)")
     print(f"{header}\n" + "-" * len(header), flush=True)
     started, misses = time.perf_counter(), chat.misses
-    retrieval_rows(["default", "HERO", "Marikarp"], cfgs, first, retriever, chat, by_text)
+    retrieval_rows(["default", "HERO", "Marikarp", "Marikarp embed"], cfgs, first, retriever, chat, by_text)
     print(f"  Marikarp: {chat.misses - misses} LLM calls, {time.perf_counter() - started:.0f}s", flush=True)
 
     asked = questions[: args.llm]

@@ -32,6 +32,7 @@ from kohaku_rag.answering.qa_config import RetrievalPart
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
 from kohaku_rag.llm.base import extract_json, loads_json
+from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
 from kohaku_rag.retrieval.rerankers import EmbeddingReranker, Reranker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem, Retriever, pack
@@ -202,13 +203,15 @@ def diverse_order(
     return [by_id[n] for n in interleave(*rankings)], sets
 
 
-def reranker_for(part: RetrievalPart, retriever: Searcher) -> Reranker:
-    """The config's reranker. "embedding" scores with the index's own embedder.
-    (A cross-encoder `RerankerSpec` joins here when retrieval/rerankers.py has one.)"""
-    embedder = getattr(retriever, "embedder", None)
-    if part.diverse_reranker == "embedding" and embedder is not None:
-        return EmbeddingReranker(embedder)
-    raise ValueError(f"diverse_reranker {part.diverse_reranker!r} needs the index's embedder; got {retriever!r}")
+def reranker_for(part: RetrievalPart, retriever: Retriever) -> Reranker:
+    """The config's reranker: "embedding" scores with the index's own embedder, "bm25" with
+    the index's BM25 weights. (A cross-encoder `RerankerSpec` joins here when
+    retrieval/rerankers.py has one.)"""
+    if part.diverse_reranker == "embedding":
+        return EmbeddingReranker(retriever.embedder)
+    if retriever.bm25 is None:
+        raise ValueError('diverse_reranker = "bm25" needs the BM25 index, and this lake has none')
+    return Bm25Reranker(retriever.bm25)
 
 
 def answering_searcher(retriever: Searcher, part: RetrievalPart, chat: ChatModel | None) -> Searcher:

@@ -25,6 +25,7 @@ from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import CachedChat
 from kohaku_rag.llm.openai_compat import OpenAIChat
+from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
 
@@ -127,6 +128,17 @@ def test_text_only_content_leaves_table_nodes_out(lake):
     assert "table" in {i.attachment for i in hybrid}
     assert text and {i.attachment for i in text} == {"text"}
     assert [i.node_id for i in text] == [i.node_id for i in hybrid if i.attachment == "text"]
+
+
+def test_bm25_reranker_weighs_rare_terms_with_the_index_idf(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    assert retriever.bm25 is not None
+    reranker = Bm25Reranker(retriever.bm25)
+    passages = ["The towers evaporated water.", "The chips idle.", "Water and the chips of the towers."]
+    # "evaporated" occurs once in the index, "towers" once, "chips" twice: rarer terms weigh more.
+    scores = reranker.scores("evaporated towers", passages)
+    assert scores[0] > scores[2] > scores[1] == 0.0
+    assert reranker.scores("anything", []) == []
 
 
 def test_routed_retrievals_search_each_type_in_its_nodes(lake):
