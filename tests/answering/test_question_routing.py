@@ -13,7 +13,7 @@ from chat_server import ChatServer
 from qa_server import response_schema
 
 from kohaku_rag.answering.answer import answer_runs, build_messages
-from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, qa_config_from_mapping
+from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, dump_toml, load_qa_config, qa_config_from_mapping
 from kohaku_rag.answering.question_types import ROUTES, detect_type, route_for, search_config
 from kohaku_rag.answering.stages import BLANK_RULE, RELAXED_RULE, STRICT_RULE
 from kohaku_rag.evaluation.records import Question
@@ -186,3 +186,23 @@ def test_new_keys_leave_existing_hashes_alone_and_change_their_own_part():
 def test_bad_values_are_refused_by_key(data, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         qa_config_from_mapping(data)
+
+
+def test_config_files_round_trip_the_new_keys(tmp_path):
+    data = {
+        "questions": "/q.csv",
+        "retrieval": {
+            "content": "text",
+            "content_routing": "question_type",
+            "diverse_rerank": True,
+            "diverse_reranker": "embedding",
+            "diverse_n_know": 3,
+        },
+        "generation": {"prompt_routing": "question_type", "two_stage": True, "stage1_temperature": 0.2},
+    }
+    cfg = qa_config_from_mapping(data)
+    path = tmp_path / "routed.toml"
+    path.write_text(dump_toml(cfg))
+    again = load_qa_config(path)
+    assert again == cfg and again.generation_hash == cfg.generation_hash
+    assert again.retrieval.search.content == "text" and again.retrieval.diverse_n_know == 3
