@@ -40,8 +40,8 @@ TRUE_FALSE_VERDICTS = ("probability", "reply")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
 ANSWER_FORMAT = 2
-# The routed and two-stage prompt rules (stages.py, question_types.py) as of this number;
-# hashed only when a config routes prompts or answers in two stages.
+# The question-type detector and routes (question_types.py) and the stage prompt rules
+# (stages.py) as of this number; hashed only by a config that routes or answers in two stages.
 STAGE_FORMAT = 1
 # The diverse rerank's prompts (diverse_rerank.py) as of this number; hashed only when on.
 DIVERSE_FORMAT = 1
@@ -213,6 +213,8 @@ class QAConfig:
             payload["plan_format"] = PLAN_FORMAT
         if self.retrieval.diverse_rerank:
             payload["diverse_format"] = DIVERSE_FORMAT
+        if self.retrieval.content_routing != "off":
+            payload["stage_format"] = STAGE_FORMAT
         payload["retrieval"].pop("planner_model", None)
         return stable_hash(payload)
 
