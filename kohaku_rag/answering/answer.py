@@ -574,7 +574,7 @@ def answer_runs(
         1: list(first_context) if first_context is not None else searcher.search(queries, search_cfg)
     }
     pending = runs
-    asked: tuple[list[str], Stage] | None = None
+    asked: tuple[list[str], Stage] | None = None  # the last attempt's snippets and stage
     for level in range(1, cfg.generation.max_retries + 2):
         if level not in level_items:
             try:
@@ -585,9 +585,12 @@ def answer_runs(
                 break
         stage = stage_for(question, cfg.generation, level)
         items = level_items[level][: stage.k]
-        if asked == ([i.node_id for i in items], stage):
-            break  # nothing more to find: a deeper retry would ask the same thing
-        asked = ([i.node_id for i in items], stage)
+        # The same snippets asked the same way (k aside, which only cut them) as last time:
+        # nothing more to find, a deeper retry would ask the same thing.
+        prompt_key = ([i.node_id for i in items], dataclasses.replace(stage, k=None))
+        if asked == prompt_key:
+            break
+        asked = prompt_key
         _ask(chat, question, items, cfg.generation, pending, images, stage)
         pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:

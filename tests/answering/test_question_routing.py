@@ -67,10 +67,11 @@ class StageServer(ChatServer):
     citing the first document of the context."""
 
     abstain_strict = True
+    always_blank = False
 
     def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
         enum = response_schema(body)["properties"]["ref_id"]["items"]["enum"]
-        blank = self.abstain_strict and STRICT_RULE in key
+        blank = self.always_blank or (self.abstain_strict and STRICT_RULE in key)
         return json.dumps(
             {"explanation": "x", "answer": "40 W", "answer_value": "" if blank else "40", "ref_id": enum[:1]}
             | {"is_blank": blank}
@@ -206,3 +207,16 @@ def test_config_files_round_trip_the_new_keys(tmp_path):
     again = load_qa_config(path)
     assert again == cfg and again.generation_hash == cfg.generation_hash
     assert again.retrieval.search.content == "text" and again.retrieval.diverse_n_know == 3
+
+
+def test_a_retry_that_would_ask_the_same_thing_is_not_sent():
+    question = EXAMPLES["general"]
+    cfg = _cfg(two_stage=True, stage1_k=2, stage2_k=4, max_retries=3)
+    with StageServer() as server:
+        server.always_blank = True
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+        # Three snippets exist: stage 1 reads 2, stage 2 all 3; level 3 would read the same 3
+        # with the same relaxed prompt, so it is not asked.
+        (pred,) = answer_runs(question, [question.question], ListSearcher(_items(3)), chat, cfg, [0])
+        assert [_snippets(r.key) for r in server.requests] == [2, 3]
+    assert pred.answer.is_blank and pred.attempts == 2
