@@ -29,11 +29,11 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from kohaku_rag.answering.diverse_rerank import answering_searcher
+from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
 from kohaku_rag.answering.planner import plan_queries
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.question_types import search_config
@@ -55,10 +55,6 @@ SYSTEM = (
 )
 MEDIA = ("image", "table")
 log = logging.getLogger(__name__)
-
-
-class Searcher(Protocol):
-    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]: ...
 
 
 @dataclass(frozen=True)

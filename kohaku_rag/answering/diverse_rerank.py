@@ -41,6 +41,7 @@ __all__ = [
     "DiverseSearcher",
     "answering_searcher",
     "KnowledgeSets",
+    "Searcher",
     "diverse_order",
     "interleave",
     "knowledge_sets",
@@ -53,6 +54,8 @@ MAX_ELEMENTS = 4  # elements per list in a reply: short replies bound the cost o
 
 
 class Searcher(Protocol):
+    """What the answering pipeline searches with: a `Retriever`, or one wrapped by a rerank."""
+
     def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]: ...
 
 

@@ -196,7 +196,7 @@ def compute_retrievals(
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
             items = searcher.search(queries, search_config(q, cfg.retrieval))
-        except RetriesExhausted as exc:  # the planner's endpoint is down: no plan is not a plan
+        except RetriesExhausted as exc:  # the planner's (or diverse rerank's) endpoint is down
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         return {
