@@ -214,3 +214,13 @@ def test_a_hero_and_marikarp_config_runs_through_dagster(env):
     assert kinds.count("needed") == 6 and kinds.count("first") == 3
     assert sum("ref_id" in response_schema(r.body)["properties"] for r in server.requests) == 3
     assert all(STRICT_RULE in r.key for r in server.requests if "ref_id" in response_schema(r.body)["properties"])
+
+
+def test_an_endpoint_down_fails_the_diverse_retrieval_not_the_run(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    cfg = qa_config_from_mapping({"questions": "/q.csv", "retrieval": {"use_planner": False, "diverse_rerank": True}})
+    questions = [Question("w", "How much water did the cooling towers evaporate?", "L/kWh")]
+    with ChatServer(outage=True) as server:
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
+        (row,) = compute_retrievals(questions, cfg, retriever, chat)
+    assert row["error"].startswith("RetriesExhausted") and row["context"] == "[]"
