@@ -130,7 +130,7 @@ def retrievals(
     todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
     reused = not todo
     if todo:
-        chat = models.chat(cfg.planner_llm, lake) if cfg.retrieval.use_planner else None
+        chat = models.chat(cfg.planner_llm, lake) if cfg.retrieval.uses_llm else None
         rows = st.compute_retrievals(
             todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
         )

@@ -14,6 +14,8 @@
   nearly every on-topic statement true; its probabilities still separate them).
 * An is_blank reply is asked again with k×2, k×3 ... context units (and budget), up to
   `max_retries` times; a context overflow drops the lowest-ranked snippets and asks again.
+  How each of those attempts asks (its context size, prompt rules, temperature) is its
+  `Stage` (stages.py): HERO's question-type routing and two-stage generation are stages.
 * Ensemble runs share one prompt and differ only by seed, and are sent together so the
   embedded backend reuses the prompt's KV cache.
 """
@@ -27,12 +29,15 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
 from kohaku_rag.answering.planner import plan_queries
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
+from kohaku_rag.answering.question_types import search_config
+from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage, stage_for
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
@@ -50,10 +55,6 @@ SYSTEM = (
 )
 MEDIA = ("image", "table")
 log = logging.getLogger(__name__)
-
-
-class Searcher(Protocol):
-    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]: ...
 
 
 @dataclass(frozen=True)
@@ -195,8 +196,16 @@ def is_true_false(question: Question) -> bool:
 
 
 def build_messages(
-    question: Question, items: Sequence[ContextItem], reordered: bool = True, titles: bool = False, quote: bool = False
+    question: Question,
+    items: Sequence[ContextItem],
+    reordered: bool = True,
+    titles: bool = False,
+    quote: bool = False,
+    instruction: str = "",
+    blank_rule: str = BLANK_RULE,
 ) -> tuple[Message, ...]:
+    """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
+    line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's)."""
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -217,6 +226,7 @@ def build_messages(
         [
             f"Question: {question.question}",
             unit_line,
+            *([instruction] if instruction else []),
             "",
             "Fill in the JSON:",
             *evidence_rule,
@@ -224,7 +234,7 @@ def build_messages(
             "answer: the answer in a few words.",
             value_rule,
             "ref_id: the ref_id of each passage you used.",
-            "is_blank: true only if the context does not answer the question.",
+            blank_rule,
         ]
     )
     if any(i.marks for i in items):
@@ -296,18 +306,31 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
 
 
 def answer_request(
-    question: Question, items: Sequence[ContextItem], gen: GenerationPart, seed: int, images: ImageLoader | None = None
+    question: Question,
+    items: Sequence[ContextItem],
+    gen: GenerationPart,
+    seed: int,
+    images: ImageLoader | None = None,
+    stage: Stage = SINGLE,
 ) -> ChatRequest:
     true_false = is_true_false(question)
     quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
     evidence = evidence_sentences(items) if quote else []
-    system, user = build_messages(question, items, gen.use_reordered_prompt, gen.snippet_titles, bool(evidence))
+    system, user = build_messages(
+        question,
+        items,
+        gen.use_reordered_prompt,
+        gen.snippet_titles,
+        bool(evidence),
+        stage.instruction,
+        stage.blank_rule,
+    )
     attached = figure_images(items, gen.img_k, images)
     if attached:
         user = Message(user.role, user.content, images=attached)
     return ChatRequest(
         (system, user),
-        temperature=gen.temperature,
+        temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
         json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
@@ -476,6 +499,7 @@ def _ask(
     gen: GenerationPart,
     runs: Sequence[_Run],
     images: ImageLoader | None = None,
+    stage: Stage = SINGLE,
 ) -> list[ContextItem]:
     """Ask every run with `items`; on overflow, drop the lowest-ranked quarter and ask again.
 
@@ -485,7 +509,7 @@ def _ask(
         return items
     while True:
         # The prompt (sentence split, figure images) is built once; runs differ only by seed.
-        shared = answer_request(question, items, gen, runs[0].seed, images)
+        shared = answer_request(question, items, gen, runs[0].seed, images, stage)
         reqs = [dataclasses.replace(shared, seed=r.seed) for r in runs]
         results = chat.complete_many(reqs)
         if any(isinstance(res, ContextOverflowError) for res in results) and items:
@@ -497,9 +521,8 @@ def _ask(
             run.attempts += 1
             run.items = tuple(items)
             reply = f"{type(res).__name__}: {res}" if isinstance(res, Exception) else res.text
-            run.log.append(
-                {"attempt": run.attempts, "kind": "answer", "k": len(items), "prompt": prompt, "reply": reply}
-            )
+            kind = "answer" if stage.name == "single" else f"answer ({stage.name})"
+            run.log.append({"attempt": run.attempts, "kind": kind, "k": len(items), "prompt": prompt, "reply": reply})
             if isinstance(res, UnusableReply):  # a reply, though unusable: an abstention like bad JSON
                 log.warning("%s: %s", question.id, res)
                 run.answer = Answer.blank(question.answer_unit)
@@ -539,19 +562,32 @@ def answer_runs(
     images: ImageLoader | None = None,
 ) -> list[Prediction]:
     """One Prediction per seed (run i has seed seeds[i]). `first_context` is the level-1
-    context when it was retrieved (and stored) before; deeper levels are searched here."""
-    search_cfg = cfg.retrieval.search
+    context when it was retrieved (and stored) before; deeper levels are searched here
+    (`searcher` is the config's: `answering_searcher`). Each level asks as its `Stage` says."""
+    search_cfg = search_config(question, cfg.retrieval)
     runs = [_Run(seed) for seed in seeds]
     level_items: dict[int, list[ContextItem]] = {
         1: list(first_context) if first_context is not None else searcher.search(queries, search_cfg)
     }
     pending = runs
+    asked: tuple[list[str], Stage] | None = None  # the last attempt's snippets and stage
     for level in range(1, cfg.generation.max_retries + 2):
         if level not in level_items:
-            level_items[level] = searcher.search(queries, deepen(search_cfg, level))
-            if [i.node_id for i in level_items[level]] == [i.node_id for i in level_items[level - 1]]:
-                break  # nothing more to find: a deeper retry would ask the same thing
-        _ask(chat, question, level_items[level], cfg.generation, pending, images)
+            try:
+                level_items[level] = searcher.search(queries, deepen(search_cfg, level))
+            except RetriesExhausted as exc:  # a search's LLM (diverse rerank) is down: a failure
+                for run in pending:
+                    run.error = f"{type(exc).__name__}: {exc}"
+                break
+        stage = stage_for(question, cfg.generation, level)
+        items = level_items[level][: stage.k]
+        # The same snippets asked the same way (k aside, which only cut them) as last time:
+        # nothing more to find, a deeper retry would ask the same thing.
+        prompt_key = ([i.node_id for i in items], dataclasses.replace(stage, k=None))
+        if asked == prompt_key:
+            break
+        asked = prompt_key
+        _ask(chat, question, items, cfg.generation, pending, images, stage)
         pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:
             break
@@ -602,7 +638,8 @@ def answer_question(
     of it). `planner_chat` writes the queries when the config names a planner_model."""
     started = time.perf_counter()
     queries = plan_for(question, planner_chat or chat, cfg)
-    (prediction,) = answer_runs(question, queries, retriever, chat, cfg, [seed], images=images)
+    searcher = answering_searcher(retriever, cfg.retrieval, planner_chat or chat)
+    (prediction,) = answer_runs(question, queries, searcher, chat, cfg, [seed], images=images)
     return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
 
 

@@ -35,7 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kohaku_rag.answering.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
+from kohaku_rag.answering.diverse_rerank import answering_searcher
 from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import KohakuError, RetriesExhausted
 from kohaku_rag.evaluation.normalise import parse_value
@@ -189,16 +191,17 @@ def compute_retrievals(
     chat: ChatModel | None,
     progress: Progress = lambda _m: None,
 ) -> list[dict[str, Any]]:
-    if cfg.retrieval.use_planner and chat is None:
-        raise ValueError("the planner is on but no chat model was given")
-    searcher = _Serialized(retriever)
+    if cfg.retrieval.uses_llm and chat is None:
+        raise ValueError("the planner or the diverse rerank is on but no chat model was given")
+    searcher = _Serialized(answering_searcher(retriever, cfg.retrieval, chat))
 
     def one(q: Question) -> tuple[dict[str, Any], int]:
         started = time.perf_counter()
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
-            items = searcher.search(queries, cfg.retrieval.search)
-        except RetriesExhausted as exc:  # the planner's (or a hosted reranker's) endpoint is down
+            items = searcher.search(queries, search_config(q, cfg.retrieval))
+        # The planner's, a hosted reranker's or the diverse rerank's endpoint is down.
+        except RetriesExhausted as exc:
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         return {
@@ -323,7 +326,7 @@ def compute_runs(
         else {r: {q.id for q in questions} for r in runs}
     )
     asked = [q for q in questions if any(q.id in ids for ids in wanted.values())]
-    searcher = _Serialized(retriever)
+    searcher = _Serialized(answering_searcher(retriever, cfg.retrieval, chat))
 
     def one(q: Question) -> tuple[list[int], list[Prediction]]:
         got = retrieved[q.id]

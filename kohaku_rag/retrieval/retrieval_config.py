@@ -16,6 +16,7 @@ from typing import Literal
 
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 
+CONTENTS = ("all", "text")
 RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none")
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
 # formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
@@ -76,6 +77,10 @@ class RetrievalConfig:
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
     # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.
     mark_sentences: int = 2
+    # Which nodes may enter the context: "all", or "text" to leave out table and figure
+    # nodes (HERO's text-only retrieval, without a second index; the answering config can
+    # choose it per question type: `content_routing`).
+    content: Literal["all", "text"] = "all"
 
     # ── HERO's and Marikarp's retrieval options (issue 14; the README's "Other winning
     # systems as configs"). Their defaults leave retrieval exactly as above. ──
@@ -144,6 +149,8 @@ class RetrievalConfig:
         unknown = [k for k in self.dense_kinds if k not in DENSE_KINDS]
         if unknown:
             raise ValueError(f"dense_kinds {unknown} are not among {', '.join(DENSE_KINDS)}")
+        if self.content not in CONTENTS:
+            raise ValueError(f"content {self.content!r} is not one of {', '.join(CONTENTS)}")
         if self.top_k == 0 and self.bm25_top_k == 0:
             raise ValueError("top_k and bm25_top_k are both 0: nothing would be searched")
 

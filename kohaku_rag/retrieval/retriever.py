@@ -30,6 +30,7 @@ from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
 
+MEDIA_ATTACHMENTS = ("table", "image")  # what `content = "text"` leaves out
 _PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
 _TABLE_CAPTION = re.compile(r"^\s*table\s*[0-9IVX]+\b", re.I)
 _FIGURE_CAPTION = re.compile(r"^\s*(figure|fig\.)\s*[0-9]+\b", re.I)
@@ -378,6 +379,8 @@ class Retriever:
                 target = target.rsplit(":", 1)[0]
             targets.append(target)
             scores[target] = max(scores.get(target, 0.0), unit.score)
+        if cfg.content == "text":  # before the cut, so a table's slot goes to the next text unit
+            targets = self.text_units(targets)
         # Dedup before the cut, so a dropped repeat's slot goes to the next unit.
         kept = dedup(targets, cfg.dedup)
         if cfg.reranker is not None and kept:
@@ -414,12 +417,17 @@ class Retriever:
                 media_hash=rows[n].media_hash,
             )
             for n in kept
-            if n in rows
+            if n in rows and (cfg.content == "all" or rows[n].attachment not in MEDIA_ATTACHMENTS)
         ]
         packed = pack(items, cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.bm25 is not None:
             packed = self.mark_evidence(queries[0], packed, cfg.mark_sentences)
         return packed
+
+    def text_units(self, node_ids: Sequence[str]) -> list[str]:
+        """The text units among `node_ids` (table and figure nodes left out), in order."""
+        rows = self.store.get_nodes(list(dict.fromkeys(node_ids)))
+        return [n for n in node_ids if n in rows and rows[n].attachment not in MEDIA_ATTACHMENTS]
 
     def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:
         """Mark the `n` sentences (over all items) whose terms cover most of the question's

@@ -1,0 +1,226 @@
+"""Marikarp's knowledge-aware diverse rerank (answering/diverse_rerank.py) and HERO's
+text-only retrieval (RetrievalConfig.content): the bounded LLM calls, the cache, the
+interleaving of the two element-set rankings, and table nodes kept out of a text-only
+context, on a small indexed corpus and a fake chat server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from chat_server import ChatServer
+from qa_server import QAServer, response_schema
+
+import kohaku_rag as kr
+from kohaku_assets.runner import run_config
+from kohaku_rag.answering.diverse_rerank import diverse_order, interleave
+from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
+from kohaku_rag.answering.stages import STRICT_RULE
+from kohaku_rag.answering.store import compute_retrievals
+from kohaku_rag.evaluation.records import Question
+from kohaku_rag.indexing.index_config import IndexConfig
+from kohaku_rag.lake import Lake
+from kohaku_rag.llm import CachedChat
+from kohaku_rag.llm.openai_compat import OpenAIChat
+from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
+from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
+
+FIRST, SECOND = ["power draw watts"], ["cooling water liters"]
+
+
+def knowledge_reply(body: dict) -> str | None:
+    """Two needed elements declared for any passage, split into FIRST and SECOND; None for
+    a request that is not the diverse rerank's."""
+    names = response_schema(body)["properties"]
+    if "needed" in names:
+        return json.dumps({"needed": FIRST + SECOND, "covered": FIRST})
+    if "first" in names:
+        return json.dumps({"first": FIRST, "second": SECOND})
+    return None
+
+
+class KnowledgeServer(ChatServer):
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        return knowledge_reply(body)
+
+
+class OverlapReranker:
+    """A Reranker by shared words (query words found in the passage): transparent rankings."""
+
+    def scores(self, query: str, passages: Sequence[str]) -> list[float]:
+        words = set(re.findall(r"\w+", query.lower()))
+        return [float(len(words & set(re.findall(r"\w+", p.lower())))) for p in passages]
+
+
+def _item(node_id: str, text: str) -> ContextItem:
+    return ContextItem(node_id.split(":")[0], node_id, "paragraph", 1, 0.0, text)
+
+
+QUESTION = "How much did the site use?"
+ITEMS = [
+    _item("a:p0", "The site use was reported for the year, with power draw in watts and cooling water in liters."),
+    _item("b:p0", "Power draw of the racks in watts."),
+    _item("c:p0", "Power draw of the chillers in watts."),
+    _item("d:p0", "Cooling water drawn in liters per day."),
+    _item("e:p0", "Cooling water evaporated in liters."),
+    _item("f:p0", "An unrelated paragraph."),
+]
+
+
+def test_interleave_alternates_keeps_orders_and_drops_repeats():
+    assert interleave(["a", "b", "c"], ["x", "a", "y"]) == ["a", "x", "b", "y", "c"]
+    assert interleave(["a", "b"], []) == ["a", "b"]
+    assert interleave(["a"], ["a", "b", "c"]) == ["a", "b", "c"]
+
+
+def test_diverse_order_sends_bounded_calls_interleaves_and_is_cached(tmp_path):
+    with KnowledgeServer() as server:
+        chat = CachedChat(OpenAIChat(server.base_url, "scripted", api_key_env=None), tmp_path / "llm")
+        ordered, sets = diverse_order(QUESTION, ITEMS, OverlapReranker(), chat, n_know=2, max_chars=40)
+        declared = [r.key for r in server.requests if "needed" in response_schema(r.body)["properties"]]
+        assert len(server.requests) == 3 and len(declared) == 2  # n_know declarations + one summary
+        # The initial rerank's top two (by the question) are the ones declared, each cut to 40 chars.
+        assert ITEMS[0].text[:40] in declared[0] and ITEMS[0].text[:41] not in declared[0]
+        assert "Power draw of the racks" in declared[1]
+        assert (sets.first, sets.second) == (tuple(FIRST), tuple(SECOND))
+        # The two element-set rankings interleaved: power, water, power, water ...
+        assert [i.node_id for i in ordered] == ["a:p0", "d:p0", "b:p0", "e:p0", "c:p0", "f:p0"]
+        # The question alone would have ranked both power paragraphs before the water ones.
+        again, _ = diverse_order(QUESTION, ITEMS, OverlapReranker(), chat, n_know=2, max_chars=40)
+        assert again == ordered and len(server.requests) == 3  # cached: no request sent
+
+
+def test_unusable_knowledge_falls_back_to_the_initial_rerank():
+    with ChatServer() as server:  # echoes: no JSON the schema wants
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, structured="none")
+        ordered, sets = diverse_order(QUESTION, ITEMS, OverlapReranker(), chat, n_know=2, max_chars=200)
+    assert sets.fallback and ordered[0].node_id == "a:p0"
+
+
+# ── on an indexed corpus ──────────────────────────────────────────────────
+
+CORPUS = {
+    "chips": "# Chips\n\n## 1 Idle power\n\nThe idle power of the accelerator chips was measured at the wall.\n\n"
+    "| chip | idle power |\n|---|---|\n| A1 | 35 W |\n| B2 | 52 W |\n",
+    "water": "# Water\n\n## 1 Cooling\n\nCooling towers evaporated water, measured in liters per kWh.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("content")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for doc_id, text in CORPUS.items():
+        (corpus / f"{doc_id}.md").write_text(text)
+    kr.index(corpus, root / "lake", progress=lambda _m: None)
+    return root / "lake"
+
+
+def test_text_only_content_leaves_table_nodes_out(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    hybrid = retriever.search(["idle power of the chips"], RetrievalConfig())
+    text = retriever.search(["idle power of the chips"], RetrievalConfig(content="text"))
+    assert "table" in {i.attachment for i in hybrid}
+    assert text and {i.attachment for i in text} == {"text"}
+    assert [i.node_id for i in text] == [i.node_id for i in hybrid if i.attachment == "text"]
+
+
+def test_bm25_reranker_weighs_rare_terms_with_the_index_idf(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    assert retriever.bm25 is not None
+    reranker = Bm25Reranker(retriever.bm25)
+    passages = ["The towers evaporated water.", "The chips idle.", "Water and the chips of the towers."]
+    # "evaporated" occurs once in the index, "towers" once, "chips" twice: rarer terms weigh more.
+    scores = reranker.scores("evaporated towers", passages)
+    assert scores[0] > scores[2] > scores[1] == 0.0
+    assert reranker.scores("anything", []) == []
+
+
+def test_routed_retrievals_search_each_type_in_its_nodes(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    cfg = qa_config_from_mapping({"questions": "/q.csv", "retrieval": {"use_planner": False}})
+    routed = qa_config_from_mapping(
+        {"questions": "/q.csv", "retrieval": {"use_planner": False, "content_routing": "question_type"}}
+    )
+    questions = [
+        Question("t", "Which of the following chips has the lowest idle power?", "W"),  # table: all nodes
+        Question("e", "What is the name of the chips whose idle power was measured?", "is_blank"),  # term: text
+    ]
+
+    def attachments(c: QAConfig) -> dict[str, set[str]]:
+        rows = compute_retrievals(questions, c, retriever, None)
+        return {r["id"]: {i["attachment"] for i in json.loads(r["context"])} for r in rows}
+
+    assert attachments(cfg) == {"t": {"text", "table"}, "e": {"text", "table"}}
+    assert attachments(routed) == {"t": {"text", "table"}, "e": {"text"}}
+
+
+def test_diverse_retrievals_through_the_pipeline_are_bounded_and_cached(lake, tmp_path):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    cfg = qa_config_from_mapping(
+        {
+            "questions": "/q.csv",
+            "retrieval": {"use_planner": False, "diverse_rerank": True, "diverse_n_know": 2},
+        }
+    )
+    questions = [Question("w", "How much water did the cooling towers evaporate?", "L/kWh")]
+    with KnowledgeServer() as server:
+        chat = CachedChat(OpenAIChat(server.base_url, "scripted", api_key_env=None), tmp_path / "llm")
+        (row,) = compute_retrievals(questions, cfg, retriever, chat)
+        assert not row["error"] and json.loads(row["context"])
+        assert len(server.requests) == 3  # diverse_n_know declarations + the summary
+        (again,) = compute_retrievals(questions, cfg, retriever, chat)
+        assert len(server.requests) == 3 and again["context"] == row["context"]
+    with pytest.raises(ValueError, match="no chat model"):
+        compute_retrievals(questions, cfg, retriever, None)
+
+
+class KnowingQAServer(QAServer):
+    """The QA model of the answering tests, which also declares knowledge for the diverse rerank."""
+
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        return knowledge_reply(body) or super()._echo(body, messages, key)
+
+
+def test_a_hero_and_marikarp_config_runs_through_dagster(env):
+    settings, _server, questions = env
+    with KnowingQAServer() as server:
+        llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
+        folder = settings.lake.root / "configs"
+        folder.mkdir(exist_ok=True)
+        (folder / "both.json").write_text(
+            json.dumps(
+                {
+                    "questions": str(questions),
+                    "retrieval": {
+                        "use_planner": False,
+                        "content_routing": "question_type",
+                        "diverse_rerank": True,
+                        "diverse_n_know": 2,
+                    },
+                    "generation": {"llm": llm, "prompt_routing": "question_type", "two_stage": True},
+                }
+            )
+        )
+        report = run_config(settings, "both")
+        kinds = [next(iter(response_schema(r.body)["properties"])) for r in server.requests]
+    assert report.metadata["scores"]["final"] == pytest.approx(1.0)
+    # Three questions: each 2 declarations + 1 summary (retrieval), 1 strict answer that answers.
+    assert kinds.count("needed") == 6 and kinds.count("first") == 3
+    assert sum("ref_id" in response_schema(r.body)["properties"] for r in server.requests) == 3
+    assert all(STRICT_RULE in r.key for r in server.requests if "ref_id" in response_schema(r.body)["properties"])
+
+
+def test_an_endpoint_down_fails_the_diverse_retrieval_not_the_run(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    cfg = qa_config_from_mapping({"questions": "/q.csv", "retrieval": {"use_planner": False, "diverse_rerank": True}})
+    questions = [Question("w", "How much water did the cooling towers evaporate?", "L/kWh")]
+    with ChatServer(outage=True) as server:
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
+        (row,) = compute_retrievals(questions, cfg, retriever, chat)
+    assert row["error"].startswith("RetriesExhausted") and row["context"] == "[]"
