@@ -208,8 +208,11 @@ def diverse_order(
 
 def reranker_for(part: RetrievalPart, retriever: Retriever) -> Reranker:
     """The config's reranker: "embedding" scores with the index's own embedder, "bm25" with
-    the index's BM25 weights. (A cross-encoder `RerankerSpec` joins here when
-    retrieval/rerankers.py has one.)"""
+    the index's BM25 weights, "cross_encoder" with the search's `[retrieval.reranker]`."""
+    if part.diverse_reranker == "cross_encoder":
+        if part.search.reranker is None:
+            raise ValueError('diverse_reranker = "cross_encoder" needs a [retrieval.reranker] table')
+        return retriever.reranker(part.search.reranker)
     if part.diverse_reranker == "embedding":
         return EmbeddingReranker(retriever.embedder)
     if retriever.bm25 is None:

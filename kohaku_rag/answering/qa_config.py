@@ -79,7 +79,8 @@ class RetrievalPart:
     # Who ranks: "bm25" (the index's BM25 weights) or "embedding" (the index's embedder),
     # both offline. On WattBot train with MiniLM, ranking the candidates by the question
     # alone keeps evidence recall @4K at 0.806 with bm25, 0.613 with embedding (0.839 before).
-    diverse_reranker: Literal["bm25", "embedding"] = "bm25"
+    # "cross_encoder": the `[retrieval.reranker]` spec (a hosted /rerank endpoint, the LLM).
+    diverse_reranker: Literal["bm25", "embedding", "cross_encoder"] = "bm25"
     diverse_candidates: int = 30
     diverse_n_know: int = 5
     diverse_passage_chars: int = 1000

@@ -5,6 +5,7 @@ context, on a small indexed corpus and a fake chat server over HTTP."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -13,10 +14,11 @@ from pathlib import Path
 import pytest
 from chat_server import ChatServer
 from qa_server import QAServer, response_schema
+from rerank_server import RerankServer
 
 import kohaku_rag as kr
 from kohaku_assets.runner import run_config
-from kohaku_rag.answering.diverse_rerank import diverse_order, interleave
+from kohaku_rag.answering.diverse_rerank import diverse_order, interleave, reranker_for
 from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
 from kohaku_rag.answering.stages import STRICT_RULE
 from kohaku_rag.answering.store import compute_retrievals
@@ -26,6 +28,7 @@ from kohaku_rag.lake import Lake
 from kohaku_rag.llm import CachedChat
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
+from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
 
@@ -224,3 +227,22 @@ def test_an_endpoint_down_fails_the_diverse_retrieval_not_the_run(lake):
         chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
         (row,) = compute_retrievals(questions, cfg, retriever, chat)
     assert row["error"].startswith("RetriesExhausted") and row["context"] == "[]"
+
+
+def test_the_cross_encoder_choice_ranks_with_the_search_reranker(lake):
+    # diverse_reranker = "cross_encoder" uses the [retrieval.reranker] spec: here a hosted
+    # /rerank endpoint on 127.0.0.1, which must receive the candidates.
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    with RerankServer() as server:
+        spec = RerankerSpec(url=server.root + "/v1/rerank", model="m")
+        cfg = qa_config_from_mapping(
+            {
+                "questions": "/q.csv",
+                "retrieval": {"diverse_rerank": True, "diverse_reranker": "cross_encoder"},
+            }
+        )
+        part = dataclasses.replace(cfg.retrieval, search=dataclasses.replace(cfg.retrieval.search, reranker=spec))
+        scores = reranker_for(part, retriever).scores("energy use", ["energy use of GPUs", "a cat"])
+    assert scores[0] > scores[1] and len(server.requests) == 1
+    with pytest.raises(ValueError, match=r"\[retrieval.reranker\]"):
+        reranker_for(cfg.retrieval, retriever)
