@@ -1,0 +1,128 @@
+"""What a sweep will cost before it runs: the LLM calls its members still need × the
+measured seconds (and tokens) per call.
+
+Calls still needed: every (question, run) a member's stored predictions lack (members that
+share a prediction table are counted once, with the most runs any of them asks for), times
+the calls one answer took on average in this lake's stored predictions (retries and
+true/false verdicts included; 1 when nothing is stored yet), plus one planner call per
+question of each retrieval table not stored. Seconds and tokens per call are the means over
+the lake's LLM response cache (`cache/llm.sqlite`, which records what each reply took) for
+that model. An estimate, not a promise: replies already cached for a missing table (a
+deleted run file) cost nothing, and retries depend on the replies.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from kohaku_rag.answering import store as st
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.lake import Lake
+
+__all__ = ["CacheStats", "Estimate", "cache_stats", "calls_per_answer", "estimate"]
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    replies: int  # replies of this model in the cache
+    seconds_per_call: float | None
+    tokens_per_call: float | None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    members: int
+    answers_missing: int  # (question, run) pairs not stored, over distinct prediction tables
+    planner_calls: int
+    calls_per_answer: float
+    calls_per_answer_measured: bool
+    calls: int
+    seconds_per_call: float | None
+    seconds: float | None
+    tokens: int | None
+
+    def summary(self) -> str:
+        how = "measured" if self.calls_per_answer_measured else "assumed"
+        per = f"{self.calls_per_answer:.2f} calls per answer ({how})"
+        if self.seconds is None:
+            time = "no measured seconds per call yet (the cache holds no reply of this model)"
+        else:
+            time = f"~{self.seconds / 60:.1f} min at {self.seconds_per_call:.2f} s per call"
+        tokens = f", ~{self.tokens:,} tokens" if self.tokens is not None else ""
+        return (
+            f"{self.members} members: {self.answers_missing} answers missing × {per} + {self.planner_calls} planner "
+            f"calls = ~{self.calls} LLM calls, {time}{tokens}"
+        )
+
+
+def _cache_path(lake: Lake) -> Path:
+    return lake.root / "cache" / "llm.sqlite"
+
+
+def cache_stats(lake: Lake, model: str) -> CacheStats:
+    """Mean seconds and tokens per reply the cache recorded for `model` (its model id names it)."""
+    path = _cache_path(lake)
+    if not path.exists():
+        return CacheStats(0, None, None)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        row = con.execute(
+            "SELECT count(*), avg(seconds), avg(prompt_tokens + completion_tokens) FROM responses "
+            "WHERE instr(model_id, ?) > 0",
+            (model,),
+        ).fetchone()
+    except sqlite3.Error:
+        return CacheStats(0, None, None)
+    finally:
+        con.close()
+    count, seconds, tokens = row
+    return CacheStats(int(count), seconds, tokens) if count else CacheStats(0, None, None)
+
+
+def calls_per_answer(lake: Lake) -> float | None:
+    """Mean LLM calls one stored answer (question × run) took, over the lake's predictions."""
+    pattern = str(st.qa_dir(lake) / "predictions" / "*" / "run-*.parquet")
+    if not any((st.qa_dir(lake) / "predictions").glob("*/run-*.parquet")):
+        return None
+    con = duckdb.connect()
+    try:
+        value = con.execute(f"SELECT avg(llm_calls) FROM read_parquet('{pattern}') WHERE error = ''").fetchone()
+    finally:
+        con.close()
+    return float(value[0]) if value and value[0] else None
+
+
+def estimate(lake: Lake, configs: Sequence[QAConfig]) -> Estimate:
+    """The calls `configs` still need and what they should take (see the module docstring)."""
+    runs_by_key: dict[str, tuple[int, QAConfig]] = {}
+    retrievals: dict[str, QAConfig] = {}
+    for cfg in configs:
+        keys = st.keys_for(lake, cfg)
+        runs = max(cfg.voting.runs, runs_by_key.get(keys.prediction, (0, cfg))[0])
+        runs_by_key[keys.prediction] = (runs, cfg)
+        retrievals[keys.retrieval] = cfg
+    missing = 0
+    for key, (runs, cfg) in runs_by_key.items():
+        ids = [q.id for q in load_questions(cfg.questions)]
+        missing += sum(len(todo) for todo in st.pending_questions(lake, key, runs, ids).values())
+    planner = sum(
+        len(load_questions(cfg.questions))
+        for key, cfg in retrievals.items()
+        if cfg.retrieval.use_planner and not st.retrieval_path(lake, key).exists()
+    )
+    measured = calls_per_answer(lake)
+    per_answer = measured if measured is not None else 1.0
+    calls = round(missing * per_answer) + planner
+    model = configs[0].generation.llm.model if configs else ""
+    stats = cache_stats(lake, model)
+    seconds = calls * stats.seconds_per_call if stats.seconds_per_call is not None else None
+    tokens = round(calls * stats.tokens_per_call) if stats.tokens_per_call is not None else None
+    return Estimate(
+        len(configs), missing, planner, per_answer, measured is not None, calls, stats.seconds_per_call, seconds, tokens
+    )
