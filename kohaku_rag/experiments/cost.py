@@ -5,7 +5,7 @@ Calls still needed: every (question, run) a member's stored predictions lack (me
 share a prediction table are counted once, with the most runs any of them asks for), times
 the calls one answer took on average in this lake's stored predictions (retries and
 true/false verdicts included; 1 when nothing is stored yet), plus one planner call per
-question of each retrieval table not stored. Seconds and tokens per call are the means over
+question for each distinct planner request among the retrieval tables not stored. Seconds and tokens per call are the means over
 the lake's LLM response cache (`cache/llm.sqlite`, which records what each reply took) for
 that model. An estimate, not a promise: replies already cached for a missing table (a
 deleted run file) cost nothing, and retries depend on the replies.
@@ -13,6 +13,7 @@ deleted run file) cost nothing, and retries depend on the replies.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import duckdb
 
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.config_files import stable_hash
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.lake import Lake
 
@@ -111,11 +113,14 @@ def estimate(lake: Lake, configs: Sequence[QAConfig]) -> Estimate:
     for key, (runs, cfg) in runs_by_key.items():
         ids = [q.id for q in load_questions(cfg.questions)]
         missing += sum(len(todo) for todo in st.pending_questions(lake, key, runs, ids).values())
-    planner = sum(
-        len(load_questions(cfg.questions))
+    # Retrieval tables that differ only in search settings ask the planner the same thing
+    # (the cache answers the second): one call per question per distinct planner request.
+    planners = {
+        stable_hash([cfg.questions, cfg.retrieval.planner_max_queries, dataclasses.asdict(cfg.planner_llm)]): cfg
         for key, cfg in retrievals.items()
         if cfg.retrieval.use_planner and not st.retrieval_path(lake, key).exists()
-    )
+    }
+    planner = sum(len(load_questions(cfg.questions)) for cfg in planners.values())
     measured = calls_per_answer(lake)
     per_answer = measured if measured is not None else 1.0
     calls = round(missing * per_answer) + planner

@@ -35,7 +35,7 @@ from kohaku_rag.answering.qa_config import (
     load_qa_config,
     qa_config_from_mapping,
 )
-from kohaku_rag.config_files import ConfigKeyError, locate, named_files, read_config_data
+from kohaku_rag.config_files import ConfigKeyError, locate, named_files, read_config_data, stable_hash
 from kohaku_rag.lake import Lake, check_key, write_bytes_atomic
 
 __all__ = [
@@ -183,7 +183,7 @@ def _slug(value: Any) -> str:
     if value is None:
         return "none"
     if isinstance(value, (list, tuple)):
-        return "+".join(_slug(v) for v in value)
+        return "_".join(_slug(v) for v in value)
     return re.sub(r"[^A-Za-z0-9._]+", "_", str(value)).strip("_") or "x"
 
 
@@ -211,7 +211,10 @@ def expand(sweep: Sweep) -> list[Member]:
     members, seen = [], set()
     for pairs in overrides:
         suffix = "--".join(f"{_short(k, sweep.keys)}-{_slug(v)}" for k, v in pairs)
-        name = check_key(f"{sweep.name}--{suffix}" if suffix else sweep.name)
+        name = f"{sweep.name}--{suffix}" if suffix else sweep.name
+        if len(name) > 200:  # partition keys are file names: a long list of values is hashed
+            name = f"{sweep.name}--{stable_hash([list(p) for p in pairs])[:12]}"
+        check_key(name)
         if name in seen:
             raise ValueError(f"sweep file {sweep.path}: two members would both be named {name}")
         seen.add(name)

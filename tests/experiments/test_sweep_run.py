@@ -1,0 +1,156 @@
+"""A 2×2 sweep × 2 seeds through `kohaku sweep` / `kohaku report`, real Dagster runs and a
+real OpenAI-compatible server: members registered, shared retrievals computed once, seed
+statistics on hand-computed numbers, no LLM call repeated, the report's table and plots."""
+
+import json
+import math
+
+import duckdb
+from dagster import AssetKey
+from dagster._core.event_api import AssetRecordsFilter
+from qa_server import response_schema
+
+from kohaku_assets.cli import main as cli_main
+from kohaku_assets.runner import instance_for
+from kohaku_rag.answering import store as st
+from kohaku_rag.experiments.sweep import sweeps_dir
+
+SWEEP = """base = "base"
+seeds = 2
+[grid]
+top_k_final = [4, 8]
+"generation.temperature" = [0.2, 0.7]
+"""
+MEMBERS = [
+    "grid--top_k_final-4--temperature-0.2",
+    "grid--top_k_final-4--temperature-0.7",
+    "grid--top_k_final-8--temperature-0.2",
+    "grid--top_k_final-8--temperature-0.7",
+]
+
+
+def _json_out(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def _metadata(instance, asset: str, partition: str) -> dict:
+    (record,) = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
+    ).records
+    return {k: v.value for k, v in record.asset_materialization.metadata.items()}
+
+
+def test_sweep_members_seeds_report_and_no_repeated_call(env, capsys, tmp_path):
+    settings, server, _questions = env
+    server.wrong_seeds = {1}  # run 1 (seed 1) answers 999 W to the watts question
+    sweeps_dir(settings.lake).mkdir(parents=True)
+    (sweeps_dir(settings.lake) / "grid.toml").write_text(SWEEP)
+
+    assert cli_main(["sweep", "grid", "--estimate-only"]) == 0
+    est = _json_out(capsys)["estimate"]
+    # 4 prediction tables × 2 runs × 3 questions; the planner once per question (2 retrieval
+    # tables differ only in top_k_final: the same planner requests).
+    assert (est["answers_missing"], est["planner_calls"], est["calls"]) == (24, 3, 27)
+    assert server.requests == []
+
+    assert cli_main(["sweep", "grid", "--json"]) == 0
+    out = _json_out(capsys)
+    assert out["members"] == MEMBERS and out["failed"] == {}
+    instance = instance_for(settings.lake.root)
+    assert set(MEMBERS) <= set(instance.get_dynamic_partitions("configs"))
+    assert instance.get_dynamic_partitions("sweeps") == ["grid"]
+
+    kinds = server.kinds()
+    assert kinds["planner"] == 3  # shared across the two retrieval tables (cache)
+    # Retrievals computed once per retrieval table: the second member of each reuses it.
+    reused = {m: _metadata(instance, "retrievals", m)["reused"] for m in MEMBERS}
+    assert reused == {MEMBERS[0]: False, MEMBERS[1]: True, MEMBERS[2]: False, MEMBERS[3]: True}
+    assert len(list((st.qa_dir(settings.lake) / "retrievals").glob("*.parquet"))) == 2
+    # No LLM request was ever sent twice.
+    bodies = [json.dumps(r.body, sort_keys=True) for r in server.requests]
+    assert len(bodies) == len(set(bodies))
+    assert out["calls"] == kinds["answer"] == est["answers_missing"]  # every answer right first time: 1 call
+
+    board = st.leaderboard_path(settings.lake)
+    rows = {
+        r[0]: r[1:]
+        for r in duckdb.sql(
+            f"select config, final, run_finals, final_mean, final_sd, ensemble_curve, seeds, llm_calls_made, "
+            f"significant_vs_best from '{board}'"
+        ).fetchall()
+    }
+    # Run 0 answers all 3 right (1.0 each); run 1 gets the watts value wrong but cites the
+    # right document (0.15 ref + 0.10 not-NA = 0.25): (2 + 0.25) / 3. The vote of the two
+    # ties on that question and keeps run 0's answer: 1.0.
+    f0, f1 = 1.0, (2 + 0.25) / 3
+    for name in MEMBERS:
+        final, finals, mean, sd, curve, seeds, calls, significant = rows[name]
+        assert finals == [f0, f1] and seeds == 2 and calls == 6
+        assert math.isclose(mean, (f0 + f1) / 2) and math.isclose(sd, abs(f0 - f1) / math.sqrt(2))
+        assert curve == [mean, 1.0] and final == 1.0 and significant is False
+
+    # A second sweep asks nothing: every member is stored.
+    sent = len(server.requests)
+    assert cli_main(["sweep", "grid", "--json"]) == 0
+    again = _json_out(capsys)
+    assert len(server.requests) == sent and again["calls"] == 0
+    assert all(_metadata(instance, "predictions", m)["reused"] for m in MEMBERS)
+
+    report_meta = _metadata(instance, "sweep_report", "grid")
+    assert report_meta["scored"] == 4 and len(report_meta["table"].records) == 4
+    assert report_meta["plots"].count("data:image/png;base64,") == 5  # 2 keys, curve, types, errors
+
+    out_md = tmp_path / "out" / "report.md"
+    assert cli_main(["report", "grid", "--out", str(out_md)]) == 0
+    text = out_md.read_text()
+    assert all(f"| {m} |" in text for m in MEMBERS)
+    assert "0.875 ± 0.177" in text  # (1 + 0.75) / 2 ± 0.25 / sqrt(2)
+    pngs = sorted(p.name for p in out_md.parent.glob("*.png"))
+    assert pngs == sorted(
+        [
+            "score_vs_retrieval_top_k_final.png",
+            "score_vs_generation_temperature.png",
+            "ensemble_curve.png",
+            "type_accuracy.png",
+            "error_types.png",
+        ]
+    )
+    assert all((out_md.parent / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert cli_main(["report", "grid"]) == 0
+    html = (st.qa_dir(settings.lake) / "reports" / "grid" / "report.html").read_text()
+    assert html.count("<img") == 5 and "grid--top_k_final-8--temperature-0.7" in html
+    capsys.readouterr()
+
+
+def test_changed_document_asks_only_questions_whose_context_changed(env, capsys):
+    settings, server, questions = env
+    folder = settings.lake.root / "configs"
+    base = json.loads((folder / "base.json").read_text())
+    base["retrieval"].update(use_planner=False, top_k_final=1)
+    (folder / "narrow.json").write_text(json.dumps(base))
+    assert cli_main(["eval", "--questions", str(questions), "--config", "narrow", "--json"]) == 0
+    instance = instance_for(settings.lake.root)
+    first = _metadata(instance, "predictions", "narrow")
+    assert first["questions_asked_llm"] == 3 and first["questions_from_cache"] == 0
+    before = st.read_retrievals(st.retrieval_path(settings.lake, st.keys_for(settings.lake, _cfg(settings)).retrieval))
+
+    water = settings.corpus / "water.md"
+    water.write_text(water.read_text().replace("evaporative cooling towers", "cooling towers and chillers"))
+    assert cli_main(["index", "--json"]) == 0
+    sent = len(server.requests)
+    assert cli_main(["eval", "--questions", str(questions), "--config", "narrow", "--json"]) == 0
+    after = st.read_retrievals(st.retrieval_path(settings.lake, st.keys_for(settings.lake, _cfg(settings)).retrieval))
+    changed = sorted(q for q in after if after[q].context != before[q].context)
+    second = _metadata(instance, "predictions", "narrow")
+    asked = [r for r in server.requests[sent:] if "ref_id" in response_schema(r.body)["properties"]]
+    assert second["recomputed_questions"] == 3  # a new index: every question is answered again...
+    assert second["questions_asked_llm"] == len(changed) == len(asked) // 2  # ...the LLM asked for the changed ones
+    assert second["questions_from_cache"] == 3 - len(changed)
+    assert sorted(second["asked_llm_ids"]) == changed
+    capsys.readouterr()
+
+
+def _cfg(settings):
+    from kohaku_rag.answering.config_folder import config_of
+
+    return config_of(settings.lake, "narrow")
