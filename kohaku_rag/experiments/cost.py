@@ -5,9 +5,9 @@ Calls still needed: every (question, run) a member's stored predictions lack (me
 share a prediction table are counted once, with the most runs any of them asks for), times
 the calls one answer took on average in this lake's stored predictions (retries and
 true/false verdicts included; 1 when nothing is stored yet), plus one planner call per
-question for each distinct planner request among the retrieval tables not stored. Seconds and tokens per call are the means over
-the lake's LLM response cache (`cache/llm.sqlite`, which records what each reply took) for
-that model. An estimate, not a promise: replies already cached for a missing table (a
+question for each distinct planner request among the retrieval tables not stored. Seconds
+and tokens per call are the means over the lake's LLM response cache (`cache/llm.sqlite`,
+which records what each reply took) for that model. An estimate, not a promise: replies already cached for a missing table (a
 deleted run file) cost nothing, and retries depend on the replies.
 """
 

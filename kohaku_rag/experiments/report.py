@@ -130,7 +130,8 @@ def _plot_key(
         ax.scatter(x, [p[1]["final"] for p in pts], marker="x", color="black", zorder=3)
     ax.set_xticks(range(len(values)), values)
     ax.set_xlabel(key)
-    ax.set_ylabel("WattBot score (single run mean ± sd; x: voted)")
+    ax.set_ylabel("WattBot score")
+    ax.set_title("single run: mean ± sd over seeds; ×: the seeds voted", fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, out / f"score_vs_{key.replace('.', '_')}.png")
 
@@ -139,7 +140,7 @@ def _plot_curve(rows: Sequence[dict[str, Any]], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=90)
     for r in rows:
         curve = list(r["ensemble_curve"] or [])
-        ax.plot(range(1, len(curve) + 1), curve, marker="o", label=r["config"])
+        ax.plot(range(1, len(curve) + 1), curve, marker="o", label=str(r["config"]).split("--", 1)[-1])
     ax.set_xlabel("voted runs m")
     ax.set_ylabel("WattBot score (mean over subsets)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -160,7 +161,8 @@ def _plot_bars(rows: Sequence[dict[str, Any]], column: str, title: str, stacked:
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         else:
             ax.bar([i + n * width for i in range(len(rows))], heights, width=width, label=kind)
-    ax.set_xticks(range(len(rows)), [r["config"] for r in rows], rotation=30, ha="right", fontsize=6)
+    labels = [str(r["config"]).split("--", 1)[-1] for r in rows]  # the sweep's name is every member's prefix
+    ax.set_xticks(range(len(rows)), labels, rotation=30, ha="right", fontsize=6)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return _save(fig, out / f"{column}.png")
