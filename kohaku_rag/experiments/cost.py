@@ -7,8 +7,9 @@ the calls one answer took on average in this lake's stored predictions (retries 
 true/false verdicts included; 1 when nothing is stored yet), plus one planner call per
 question for each distinct planner request among the retrieval tables not stored. Seconds
 and tokens per call are the means over the lake's LLM response cache (`cache/llm.sqlite`,
-which records what each reply took) for that model. An estimate, not a promise: replies already cached for a missing table (a
-deleted run file) cost nothing, and retries depend on the replies.
+which records what each reply took) for that model. An estimate, not a promise: replies
+already cached for a missing table (a deleted run file) cost nothing, and retries depend
+on the replies.
 """
 
 from __future__ import annotations
