@@ -18,9 +18,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from dagster._core.execution.backfill import PartitionBackfill
+from dagster._core.utils import make_new_backfill_id
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from kohaku_assets.assets import PER_CONFIG
+from kohaku_assets.definitions import defs
 from kohaku_assets.jobs import leaderboard_job, sweep_report_job
 from kohaku_assets.partitions import CONFIGS, SWEEPS
 from kohaku_assets.resources import KohakuSettings
@@ -87,6 +91,28 @@ def progress_display(total: int, say: Say) -> Iterator[Callable[[str], None]]:
         yield lambda name: bar.advance(members)
 
 
+def submit_backfill(settings: KohakuSettings, sweep: Sweep, members: list[Member]) -> str:
+    """One Dagster asset backfill of the answering assets over the member partitions, for
+    the daemon of `kohaku ui` to run (the leaderboard and the report follow through their
+    automation conditions). Returns its id."""
+    instance = instance_for(settings.lake.root)
+    backfill = PartitionBackfill.from_asset_partitions(
+        backfill_id=make_new_backfill_id(),
+        asset_graph=defs.resolve_asset_graph(),
+        partition_names=[m.name for m in members],
+        asset_selection=[key for a in PER_CONFIG for key in a.keys],
+        backfill_timestamp=time.time(),
+        tags={"kohaku/sweep": sweep.name},
+        dynamic_partitions_store=instance,
+        all_partitions=False,
+        title=f"sweep {sweep.name}",
+        description=f"{len(members)} members of configs/sweeps/{sweep.name}",
+        run_config=None,
+    )
+    instance.add_backfill(backfill)
+    return backfill.backfill_id
+
+
 def _refresh(settings: KohakuSettings, sweep: Sweep) -> None:
     """The leaderboard, then the sweep's report (both recorded as runs of the location's jobs)."""
     board = run_job(settings, leaderboard_job.name)
@@ -110,6 +136,11 @@ def cmd_sweep(args: argparse.Namespace, settings: KohakuSettings) -> int:
     summary: dict[str, object] = {"sweep": sweep.name, "members": [m.name for m in members], "estimate": vars(est)}
     if args.estimate_only:
         print(json.dumps(summary, default=str))
+        return 0
+    if args.backfill:
+        backfill_id = submit_backfill(settings, sweep, members)
+        say(f"submitted backfill {backfill_id}: `kohaku ui` runs it (Overview → Backfills)")
+        print(json.dumps({**summary, "backfill": backfill_id}, default=str))
         return 0
     started = time.perf_counter()
     calls = hits = 0
@@ -174,6 +205,9 @@ def add_parser(
     p = sub.add_parser("sweep", parents=[common], help="compute every member of a sweep (configs/sweeps/NAME.toml)")
     p.add_argument("name")
     p.add_argument("--estimate-only", action="store_true", help="print the cost estimate and stop")
+    p.add_argument(
+        "--backfill", action="store_true", help="submit the members as one Dagster backfill for `kohaku ui` to run"
+    )
     p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")
     p.set_defaults(func=lambda a: cmd_sweep(a, settings_of(a)))
 

@@ -155,3 +155,40 @@ def _cfg(settings):
     from kohaku_rag.answering.config_folder import config_of
 
     return config_of(settings.lake, "narrow")
+
+
+def test_backfill_and_sensor_register_and_request_the_members(env, capsys):
+    settings, server, _questions = env
+    from dagster import build_sensor_context
+
+    from kohaku_assets.runner import resources_for
+    from kohaku_assets.sensors import sweeps_sensor
+
+    sweeps_dir(settings.lake).mkdir(parents=True)
+    (sweeps_dir(settings.lake) / "grid.toml").write_text(SWEEP)
+    instance = instance_for(settings.lake.root)
+    result = sweeps_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
+    assert sorted(r.partition_key for r in result.run_requests) == MEMBERS
+    assert {r.job_name for r in result.run_requests} == {"answer_config"}
+    added = {r.partitions_def_name: r.partition_keys for r in result.dynamic_partitions_requests}
+    assert added == {"sweeps": ["grid"], "configs": MEMBERS}
+    for request in result.dynamic_partitions_requests:  # what the daemon applies
+        instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+    # Unchanged on the next tick: nothing to do.
+    again = sweeps_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance, cursor=result.cursor)
+    )
+    assert "no sweep changed" in str(again)
+
+    assert cli_main(["sweep", "grid", "--backfill"]) == 0
+    out = _json_out(capsys)
+    (backfill,) = instance.get_backfills()
+    assert backfill.backfill_id == out["backfill"] and backfill.tags["kohaku/sweep"] == "grid"
+    targeted = backfill.asset_backfill_data.target_subset.iterate_asset_partitions()
+    by_asset: dict[str, set[str]] = {}
+    for key in targeted:
+        by_asset.setdefault(key.asset_key.to_user_string(), set()).add(key.partition_key)
+    assert by_asset == {
+        a: set(MEMBERS) for a in ("question_set", "retrievals", "predictions", "ensembles", "scores", "submission")
+    }
+    assert server.requests == []  # submitted for the UI's daemon; nothing ran here
