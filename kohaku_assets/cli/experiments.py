@@ -133,6 +133,8 @@ def cmd_sweep(args: argparse.Namespace, settings: KohakuSettings) -> int:
         say(f"removed member {n} (no longer in the sweep)")
     est = estimate(lake, [m.config for m in members])
     say(f"estimate: {est.summary()}")
+    if args.price_per_million_tokens is not None and est.tokens is not None:  # a hosted model's bill
+        say(f"estimate: ~${est.tokens * args.price_per_million_tokens / 1e6:.2f} at {args.price_per_million_tokens}/M tokens")
     summary: dict[str, object] = {"sweep": sweep.name, "members": [m.name for m in members], "estimate": vars(est)}
     if args.estimate_only:
         print(json.dumps(summary, default=str))
@@ -205,6 +207,9 @@ def add_parser(
     p = sub.add_parser("sweep", parents=[common], help="compute every member of a sweep (configs/sweeps/NAME.toml)")
     p.add_argument("name")
     p.add_argument("--estimate-only", action="store_true", help="print the cost estimate and stop")
+    p.add_argument(
+        "--price-per-million-tokens", type=float, default=None, help="a hosted model's price: the estimate in money"
+    )
     p.add_argument(
         "--backfill", action="store_true", help="submit the members as one Dagster backfill for `kohaku ui` to run"
     )

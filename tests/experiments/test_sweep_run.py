@@ -3,10 +3,12 @@ real OpenAI-compatible server: members registered, shared retrievals computed on
 statistics on hand-computed numbers, no LLM call repeated, the report's table and plots."""
 
 import json
+import logging
 import math
+import re
 
 import duckdb
-from dagster import AssetKey
+from dagster import AssetKey, RunsFilter
 from dagster._core.event_api import AssetRecordsFilter
 from qa_server import response_schema
 
@@ -132,6 +134,11 @@ def test_changed_document_asks_only_questions_whose_context_changed(env, capsys)
     instance = instance_for(settings.lake.root)
     first = _metadata(instance, "predictions", "narrow")
     assert first["questions_asked_llm"] == 3 and first["questions_from_cache"] == 0
+    # The step's progress is in the run's log at INFO, with done / total and an ETA.
+    (run,) = instance.get_runs(filters=RunsFilter(tags={"dagster/partition": "narrow"}), limit=1)
+    lines = [e.user_message for e in instance.all_logs(run.run_id) if e.level == logging.INFO]
+    assert any(re.match(r"answered 1/3 q1: \['4.3'\] \(ETA \d+s\)", line) for line in lines), lines
+    assert any(line.startswith("answered 3/3 q3") and "(done in" in line for line in lines)
     before = st.read_retrievals(st.retrieval_path(settings.lake, st.keys_for(settings.lake, _cfg(settings)).retrieval))
 
     water = settings.corpus / "water.md"
