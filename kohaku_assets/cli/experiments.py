@@ -134,7 +134,8 @@ def cmd_sweep(args: argparse.Namespace, settings: KohakuSettings) -> int:
     est = estimate(lake, [m.config for m in members])
     say(f"estimate: {est.summary()}")
     if args.price_per_million_tokens is not None and est.tokens is not None:  # a hosted model's bill
-        say(f"estimate: ~${est.tokens * args.price_per_million_tokens / 1e6:.2f} at {args.price_per_million_tokens}/M tokens")
+        price = args.price_per_million_tokens
+        say(f"estimate: ~${est.tokens * price / 1e6:.2f} at ${price} per million tokens")
     summary: dict[str, object] = {"sweep": sweep.name, "members": [m.name for m in members], "estimate": vars(est)}
     if args.estimate_only:
         print(json.dumps(summary, default=str))
