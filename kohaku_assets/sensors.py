@@ -31,7 +31,7 @@ from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.config_files import stable_hash
-from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, write_members
+from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_members, write_members
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
@@ -147,10 +147,12 @@ def folder_sensor(
     folder_of: Callable[[Path], Path],
     description: str,
     validate: Callable[[Path], object] = lambda _path: None,
+    run_elsewhere: Callable[[KohakuSettings], set[str]] = lambda _settings: set(),
 ) -> SensorDefinition:
     """A sensor keeping one partition per file of a folder, running new and edited files.
     A file that `validate` refuses (a ValueError naming the file, line and key) is not run:
-    the sensor logs the error and runs it once the file changes again."""
+    the sensor logs the error and runs it once the file changes again. Files named by
+    `run_elsewhere` (a sweep's members, which `sweeps_sensor` runs) get a partition, no run."""
 
     @sensor(
         name=name,
@@ -176,7 +178,8 @@ def folder_sensor(
             except ValueError as exc:
                 context.log.error(f"not run: {exc}")
                 refused.append(key)
-        run = [key for key in run if key not in refused]
+        others = run_elsewhere(settings)
+        run = [key for key in run if key not in refused and key not in others]
         return SensorResult(
             run_requests=[
                 RunRequest(run_key=f"{key}:{versions[key]}", partition_key=key, job_name=job.name) for key in run
@@ -194,8 +197,10 @@ configs_sensor = folder_sensor(
     answer_config_job,
     config_files,
     lambda folder: folder,
-    "Watches the configs folder: one partition per config file; runs new and edited ones.",
+    "Watches the configs folder: one partition per config file; runs new and edited ones (a sweep's members: "
+    "sweeps_sensor runs them).",
     load_qa_config,
+    lambda settings: sweep_members(settings.lake),
 )
 ensemble_specs_sensor = folder_sensor(
     "ensemble_specs_sensor",

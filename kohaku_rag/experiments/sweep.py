@@ -46,6 +46,7 @@ __all__ = [
     "load_sweep",
     "member_names",
     "sweep_files",
+    "sweep_members",
     "sweep_of",
     "sweeps_dir",
     "write_members",
@@ -238,6 +239,11 @@ def member_names(lake: Lake, name: str) -> list[str]:
     """The members the sweep was last expanded into (empty when it never was)."""
     path = _manifest(lake, name)
     return list(json.loads(path.read_text(encoding="utf-8"))["members"]) if path.exists() else []
+
+
+def sweep_members(lake: Lake) -> set[str]:
+    """Every member of every sweep of the folder, as last expanded."""
+    return {m for name in sweep_files(lake) for m in member_names(lake, name)}
 
 
 def write_members(lake: Lake, sweep: Sweep) -> tuple[list[Member], list[str]]:

@@ -169,7 +169,7 @@ def test_backfill_and_sensor_register_and_request_the_members(env, capsys):
     from dagster import build_sensor_context
 
     from kohaku_assets.runner import resources_for
-    from kohaku_assets.sensors import sweeps_sensor
+    from kohaku_assets.sensors import configs_sensor, sweeps_sensor
 
     sweeps_dir(settings.lake).mkdir(parents=True)
     (sweeps_dir(settings.lake) / "grid.toml").write_text(SWEEP)
@@ -181,6 +181,10 @@ def test_backfill_and_sensor_register_and_request_the_members(env, capsys):
     assert added == {"sweeps": ["grid"], "configs": MEMBERS}
     for request in result.dynamic_partitions_requests:  # what the daemon applies
         instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
+    # The configs sensor registers the member files too, but leaves their runs to the sweep's sensor.
+    configs = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
+    assert sorted(r.partition_key for r in configs.run_requests) == ["base", "default"]
+    assert [r.partition_keys for r in configs.dynamic_partitions_requests] == [["base"]]  # members kept
     # Unchanged on the next tick: nothing to do.
     again = sweeps_sensor(
         build_sensor_context(resources=resources_for(settings), instance=instance, cursor=result.cursor)
