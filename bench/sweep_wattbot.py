@@ -74,8 +74,8 @@ def write_inputs(args: argparse.Namespace) -> tuple[Path, str]:
 def kohaku(args: argparse.Namespace, *argv: str) -> str:
     env = {**os.environ, "KOHAKU_LAKE": str(args.lake), "KOHAKU_CORPUS": str(args.corpus), "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-c", "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))", *argv]
-    done = subprocess.run(cmd, env=env, cwd=REPO, text=True, capture_output=True, check=False)
-    sys.stderr.write(done.stderr[-4000:])
+    # stdout is the command's JSON / report; its progress lines (stderr) stream to ours.
+    done = subprocess.run(cmd, env=env, cwd=REPO, text=True, stdout=subprocess.PIPE, check=False)
     if done.returncode not in (0, 1):
         raise SystemExit(f"kohaku {' '.join(argv)} failed ({done.returncode})")
     return done.stdout
@@ -130,11 +130,14 @@ def main() -> None:
         return
     started = time.perf_counter()
     first = calibrate(args, name)
-    print(f"calibration: question 1 with member 1's settings took {first:.1f} s (its replies are now cached)")
+    print(
+        f"calibration: question 1 with member 1's settings took {first:.1f} s (its replies are now cached)", flush=True
+    )
     estimate = json.loads(kohaku(args, "sweep", name, "--estimate-only").strip().splitlines()[-1])["estimate"]
     print(
         f"estimate: {estimate['answers_missing']} answers missing, ~{estimate['calls']} LLM calls, "
-        f"{estimate['seconds_per_call'] or 0:.1f} s per call -> ~{(estimate['seconds'] or 0) / 60:.1f} min"
+        f"{estimate['seconds_per_call'] or 0:.1f} s per call -> ~{(estimate['seconds'] or 0) / 60:.1f} min",
+        flush=True,
     )
     t0 = time.perf_counter()
     out = json.loads(kohaku(args, "sweep", name, "--json").strip().splitlines()[-1])
