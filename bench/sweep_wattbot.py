@@ -11,11 +11,13 @@ The script writes a question file of the first --questions train questions, a ba
      first member's run 0 and are reused, not paid twice);
   2. prints `kohaku sweep NAME --estimate-only` (LLM calls not stored × seconds per call);
   3. runs `kohaku sweep NAME` (one answer_config run per member) and prints the real cost
-     next to the estimate, the same-run baseline being the member with the default values;
-  4. writes `kohaku report NAME --format md` and prints the table.
+     next to the estimate;
+  4. writes `kohaku report NAME --out .../bench_report.md` and prints the table, then each
+     member against the same-run baseline, the member with the default values (paired
+     bootstrap 95% interval of the difference).
 
     python bench/sweep_wattbot.py --lake /tmp/kohaku-b/lake --corpus /tmp/kohaku-bench/corpus \
-        --questions 8 --grid top_k_final=8,16 --grid temperature=0.2,0.7 --seeds 2 --planner off
+        --questions 8 --grid top_k_final=8,16 --grid temperature=0.3,0.7 --seeds 2 --planner off
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kohaku_rag.answering.qa_config import QAConfig, dump_toml  # noqa: E402
+from kohaku_rag.answering.leaderboard import leaderboard_rows, question_scores  # noqa: E402
+from kohaku_rag.answering.qa_config import QAConfig, config_to_mapping, dump_toml  # noqa: E402
+from kohaku_rag.experiments.stats import paired_bootstrap  # noqa: E402
+from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
+from kohaku_rag.lake import Lake  # noqa: E402
 
 
 def _value(text: str) -> object:
@@ -150,6 +156,39 @@ def main() -> None:
     report = args.lake / "qa" / "reports" / name / "bench_report.md"
     print(kohaku(args, "report", name, "--out", str(report)).strip())
     print(report.read_text(encoding="utf-8"))
+    print_vs_baseline(args, name)
+
+
+def print_vs_baseline(args: argparse.Namespace, name: str) -> None:
+    """Each member against the same-run baseline: the member whose swept values are the
+    defaults (paired bootstrap over the questions, 95%)."""
+    lake = Lake(args.lake)
+    members = expand(sweep_of(lake, name))
+    defaults = config_to_mapping(QAConfig())
+
+    def default_of(key: str) -> object:
+        node: object = defaults
+        for part in key.split("."):
+            node = node[part] if isinstance(node, dict) else None
+        return node
+
+    base = next((m for m in members if all(default_of(k) == v for k, v in m.overrides)), None)
+    if base is None:
+        print("no member has the default values of every swept key: no baseline")
+        return
+    rows = {r["config"]: r for r in leaderboard_rows(lake) if r["kind"] == "config"}
+    ref = question_scores(lake, rows[base.name]["score_key"])
+    print(f"baseline (the defaults): {base.name} final {rows[base.name]['final']:.3f}")
+    for m in members:
+        if m is base or m.name not in rows:
+            continue
+        mine = question_scores(lake, rows[m.name]["score_key"])
+        shared = sorted(set(mine) & set(ref))
+        cmp = paired_bootstrap([mine[q] for q in shared], [ref[q] for q in shared])
+        mark = " (significant)" if cmp.significant else ""
+        print(
+            f"  {m.name}: {rows[m.name]['final']:.3f}, vs baseline {cmp.diff:+.3f} [{cmp.low:+.3f}, {cmp.high:+.3f}]{mark}"
+        )
 
 
 if __name__ == "__main__":
