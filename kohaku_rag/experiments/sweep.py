@@ -253,13 +253,19 @@ def write_members(lake: Lake, sweep: Sweep) -> tuple[list[Member], list[str]]:
     members = expand(sweep)
     folder = configs_dir(lake)
     existing = config_files(folder)
+    ours = set(member_names(lake, sweep.name))
+    texts = {m.name: dump_json(m.config) for m in members}
+    for m in members:  # check every member before writing any: a refused sweep writes nothing
+        path = existing.get(m.name)
+        if path is not None and m.name not in ours and path.read_text(encoding="utf-8") != texts[m.name]:
+            raise ValueError(
+                f"sweep file {sweep.path}: member {m.name} would overwrite {path}, a config this sweep did not "
+                "write; rename the sweep or that config"
+            )
     for m in members:
-        if m.name in existing and existing[m.name].suffix != ".json":
-            raise ValueError(f"sweep {sweep.name}: member {m.name} would overwrite {existing[m.name]}, not a sweep's")
         target = folder / f"{m.name}.json"
-        text = dump_json(m.config)
-        if not target.exists() or target.read_text(encoding="utf-8") != text:
-            write_bytes_atomic(target, text.encode("utf-8"))
+        if not target.exists() or target.read_text(encoding="utf-8") != texts[m.name]:
+            write_bytes_atomic(target, texts[m.name].encode("utf-8"))
     names = [m.name for m in members]
     removed = [n for n in member_names(lake, sweep.name) if n not in names]
     for n in removed:

@@ -67,6 +67,21 @@ def test_grid_expands_into_named_members_that_share_hashes(tmp_path, monkeypatch
     ]
 
 
+def test_a_member_never_overwrites_a_config_the_sweep_did_not_write(tmp_path, monkeypatch):
+    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
+    lake = _lake(tmp_path)
+    mine = configs_dir(lake) / "hot--temperature-0.5.json"
+    mine.write_text(json.dumps({"questions": str(tmp_path / "q.csv")}))
+    sweep = load_sweep(lake, _write(lake, "hot", 'base = "base"\n[grid]\ntemperature = [0.5, 0.9]\n'))
+    with pytest.raises(ValueError, match=r"member hot--temperature-0.5 would overwrite .*did not write"):
+        write_members(lake, sweep)
+    assert not (configs_dir(lake) / "hot--temperature-0.9.json").exists()  # nothing written
+    mine.unlink()
+    members, _ = write_members(lake, sweep)
+    write_members(lake, sweep)  # its own members are rewritten freely
+    assert [m.name for m in members] == ["hot--temperature-0.5", "hot--temperature-0.9"]
+
+
 def test_variants_and_inline_base(tmp_path, monkeypatch):
     monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
     lake = _lake(tmp_path)
