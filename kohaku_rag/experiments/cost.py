@@ -6,7 +6,7 @@ share a prediction table are counted once, with the most runs any of them asks f
 the calls one answer took on average in this lake's stored predictions (retries and
 true/false verdicts included; 1 when nothing is stored yet), plus one planner call per
 question for each distinct planner request among the retrieval tables not stored. Seconds
-and tokens per call are the means over the lake's LLM response cache (`cache/llm.sqlite`,
+and tokens per call are the means over the lake's LLM response cache (`cache/llm/llm.sqlite`,
 which records what each reply took) for that model. An estimate, not a promise: replies
 already cached for a missing table (a deleted run file) cost nothing, and retries depend
 on the replies.
@@ -65,7 +65,7 @@ class Estimate:
 
 
 def _cache_path(lake: Lake) -> Path:
-    return lake.root / "cache" / "llm.sqlite"
+    return lake.root / "cache" / "llm" / "llm.sqlite"  # where make_chat_model puts the CachedChat
 
 
 def cache_stats(lake: Lake, model: str) -> CacheStats:

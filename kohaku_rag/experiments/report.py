@@ -1,5 +1,5 @@
-"""A sweep's report: a DuckDB query over the leaderboard Parquet, four PNG plots, and the
-same as one Markdown or HTML file.
+"""A sweep's report: a DuckDB query over the leaderboard Parquet, PNG plots, and the same as
+one Markdown or HTML file.
 
 The table is one row per member: its swept values, the voted score, single-run mean ± sd
 over seeds, the ensemble-size curve, the paired 95% interval against the best row and what

@@ -91,6 +91,14 @@ def test_sweep_members_seeds_report_and_no_repeated_call(env, capsys, tmp_path):
         assert math.isclose(mean, (f0 + f1) / 2) and math.isclose(sd, abs(f0 - f1) / math.sqrt(2))
         assert curve == [mean, 1.0] and final == 1.0 and significant is False
 
+    # After: nothing is missing, and the estimate's rates are measured (from the stored
+    # predictions and the response cache's timings of this model).
+    assert cli_main(["sweep", "grid", "--estimate-only"]) == 0
+    after = _json_out(capsys)["estimate"]
+    assert (after["answers_missing"], after["planner_calls"], after["calls"]) == (0, 0, 0)
+    assert after["calls_per_answer_measured"] and after["calls_per_answer"] == 1.0
+    assert after["seconds_per_call"] is not None and after["seconds_per_call"] > 0
+
     # A second sweep asks nothing: every member is stored.
     sent = len(server.requests)
     assert cli_main(["sweep", "grid", "--json"]) == 0
