@@ -141,11 +141,15 @@ def retrievals(
     stored_errors = st.retrieval_errors(path) if path.exists() else {}
     todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
     reused = not todo
+    planner_calls = planner_hits = 0
     if todo:
         chat = models.chat(cfg.planner_llm, lake) if cfg.retrieval.use_planner else None
+        before = _calls(chat) if chat is not None else (0, 0)
         rows = st.compute_retrievals(
             todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.info
         )
+        if chat is not None:  # the planner's calls, for the cost of a sweep
+            planner_hits, planner_calls = (a - b for a, b in zip(_calls(chat), before, strict=True))
         merged = st.merge_rows(path, rows, [q.id for q in questions])
         st.write_rows(merged, path, {"retrieval_hash": cfg.retrieval_hash})
     failed = st.retrieval_errors(path)
@@ -159,6 +163,8 @@ def retrievals(
             "questions": len(table) + len(failed),
             "retrieved_questions": len(todo),
             "failed_questions": len(failed),
+            "llm_calls": planner_calls,
+            "llm_cache_hits": planner_hits,
             "mean_snippets": round(sum(len(r.context) for r in table.values()) / max(len(table), 1), 2),
             "seconds": round(time.perf_counter() - started, 3),
         },

@@ -156,9 +156,10 @@ def cmd_sweep(args: argparse.Namespace, settings: KohakuSettings) -> int:
                 failed[m.name] = str(exc)
                 member_done(m.name)
                 continue
-            preds = report.metadata.get("predictions", {})
-            calls += int(str(preds.get("llm_calls", 0) or 0))
-            hits += int(str(preds.get("llm_cache_hits", 0) or 0))
+            for step in ("retrievals", "predictions"):  # the planner's calls, then the answers'
+                meta = report.metadata.get(step, {})
+                calls += int(str(meta.get("llm_calls", 0) or 0))
+                hits += int(str(meta.get("llm_cache_hits", 0) or 0))
             member_done(m.name)
     seconds = time.perf_counter() - started
     for why in failed.values():

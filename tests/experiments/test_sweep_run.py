@@ -71,7 +71,8 @@ def test_sweep_members_seeds_report_and_no_repeated_call(env, capsys, tmp_path):
     # No LLM request was ever sent twice.
     bodies = [json.dumps(r.body, sort_keys=True) for r in server.requests]
     assert len(bodies) == len(set(bodies))
-    assert out["calls"] == kinds["answer"] == est["answers_missing"]  # every answer right first time: 1 call
+    # Every answer right first time (1 call each), plus the planner's 3: the estimate, exactly.
+    assert out["calls"] == kinds["answer"] + kinds["planner"] == est["calls"] == len(server.requests)
 
     board = st.leaderboard_path(settings.lake)
     rows = {
