@@ -24,8 +24,7 @@ from kohaku_assets.assets.leaderboard import leaderboard
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, sweeps
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.experiments.report import Report, build_report, data_uri, render_html, render_markdown, table
-from kohaku_rag.experiments.sweep import sweep_of
-from kohaku_rag.lake import write_bytes_atomic
+from kohaku_rag.experiments.sweep import sweep_of, write_text
 
 __all__ = ["sweep_report", "write_report"]
 
@@ -36,8 +35,8 @@ def write_report(report: Report) -> dict[str, Any]:
         return {}
     folder = next(iter(report.plots.values())).parent
     md = render_markdown(report, {title: path.name for title, path in report.plots.items()})
-    write_bytes_atomic(folder / "report.md", md.encode("utf-8"))
-    write_bytes_atomic(folder / "report.html", render_html(report).encode("utf-8"))
+    write_text(folder / "report.md", md)
+    write_text(folder / "report.html", render_html(report))
     return {"markdown": folder / "report.md", "html": folder / "report.html"}
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "sweep_of",
     "sweeps_dir",
     "write_members",
+    "write_text",
 ]
 
 SWEEPS_FOLDER = "sweeps"
@@ -231,6 +232,12 @@ def expand(sweep: Sweep) -> list[Member]:
     return members
 
 
+def write_text(path: Path, text: str) -> None:
+    """Atomically, readable like any file a person edits or opens (not the temp file's 0600)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+    path.chmod(0o644)
+
+
 def _manifest(lake: Lake, name: str) -> Path:
     return lake.root / "qa" / "sweeps" / f"{name}.json"
 
@@ -265,11 +272,11 @@ def write_members(lake: Lake, sweep: Sweep) -> tuple[list[Member], list[str]]:
     for m in members:
         target = folder / f"{m.name}.json"
         if not target.exists() or target.read_text(encoding="utf-8") != texts[m.name]:
-            write_bytes_atomic(target, texts[m.name].encode("utf-8"))
+            write_text(target, texts[m.name])
     names = [m.name for m in members]
     removed = [n for n in member_names(lake, sweep.name) if n not in names]
     for n in removed:
         (folder / f"{n}.json").unlink(missing_ok=True)
     manifest = {"members": names, "keys": list(sweep.keys), "seeds": sweep.seeds}
-    write_bytes_atomic(_manifest(lake, sweep.name), json.dumps(manifest, indent=2).encode("utf-8"))
+    write_text(_manifest(lake, sweep.name), json.dumps(manifest, indent=2))
     return members, removed
