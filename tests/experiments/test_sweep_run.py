@@ -212,3 +212,25 @@ def test_backfill_and_sensor_register_and_request_the_members(env, capsys):
         a: set(MEMBERS) for a in ("question_set", "retrievals", "predictions", "ensembles", "scores", "submission")
     }
     assert server.requests == []  # submitted for the UI's daemon; nothing ran here
+
+
+def test_leaderboard_marks_a_significant_difference(env, capsys):
+    settings, server, questions = env
+    server.wrong_at_temperature = 0.9  # every answer at this temperature is 999: wrong on each question
+    folder = settings.lake.root / "configs"
+    base = json.loads((folder / "base.json").read_text())
+    for name, temperature in (("cool", 0.3), ("hot", 0.9)):
+        data = {**base, "generation": {**base["generation"], "temperature": temperature}}
+        (folder / f"{name}.json").write_text(json.dumps(data))
+        assert cli_main(["eval", "--questions", str(questions), "--config", name, "--json"]) == 0
+    capsys.readouterr()
+    from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
+
+    rows = {r["config"]: r for r in leaderboard_rows(settings.lake)}
+    cool, hot = rows["cool"], rows["hot"]
+    assert cool["final"] == 1.0 and hot["final"] == 0.25 and hot["best_config"] in ("cool", "base")
+    # Every question loses 0.75: the paired interval is that difference exactly, far from 0.
+    assert hot["diff_vs_best"] == -0.75 and hot["ci_low"] == hot["ci_high"] == -0.75 and hot["significant_vs_best"]
+    assert not cool["significant_vs_best"]
+    table = leaderboard_markdown(list(rows.values()))
+    assert "| hot | 0.250 |" in table and "-0.750 [-0.750, -0.750] *" in table
