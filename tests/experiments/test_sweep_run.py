@@ -100,12 +100,20 @@ def test_sweep_members_seeds_report_and_no_repeated_call(env, capsys, tmp_path):
     assert after["calls_per_answer_measured"] and after["calls_per_answer"] == 1.0
     assert after["seconds_per_call"] is not None and after["seconds_per_call"] > 0
 
-    # A second sweep asks nothing: every member is stored.
+    # A run file lost: its 3 answers are missing, but the cache holds their requests.
+    from kohaku_rag.answering.config_folder import config_of
+
+    st.run_path(settings.lake, st.keys_for(settings.lake, config_of(settings.lake, MEMBERS[0])).prediction, 1).unlink()
+    assert cli_main(["sweep", "grid", "--estimate-only"]) == 0
+    lost = _json_out(capsys)["estimate"]
+    assert (lost["answers_missing"], lost["answers_cached"], lost["calls"]) == (3, 3, 0)
+
+    # A second sweep asks nothing: every member is stored (the lost run comes from the cache).
     sent = len(server.requests)
     assert cli_main(["sweep", "grid", "--json"]) == 0
     again = _json_out(capsys)
-    assert len(server.requests) == sent and again["calls"] == 0
-    assert all(_metadata(instance, "predictions", m)["reused"] for m in MEMBERS)
+    assert len(server.requests) == sent and again["calls"] == 0 and again["cache_hits"] == 3
+    assert [_metadata(instance, "predictions", m)["reused"] for m in MEMBERS] == [False, True, True, True]
 
     report_meta = _metadata(instance, "sweep_report", "grid")
     assert report_meta["scored"] == 4 and len(report_meta["table"].records) == 4
