@@ -15,9 +15,9 @@ in the run's process and carry the `kohaku/writer` tag the run queue limits to o
 
 from dagster import define_asset_job, in_process_executor
 
-from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, cross_ensemble, leaderboard
+from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, cross_ensemble, leaderboard, sweep_report
 from kohaku_assets.cluster import WRITER_TAG, kohaku_executor
-from kohaku_assets.partitions import configs, documents, ensemble_specs
+from kohaku_assets.partitions import configs, documents, ensemble_specs, sweeps
 
 index_document_job = define_asset_job(
     "index_document",
@@ -56,4 +56,19 @@ leaderboard_job = define_asset_job(
     executor_def=in_process_executor,
 )
 
-JOBS = [index_document_job, assemble_indexes_job, answer_config_job, cross_ensemble_job, leaderboard_job]
+sweep_report_job = define_asset_job(
+    "report_sweep",
+    selection=[sweep_report],
+    partitions_def=sweeps,
+    description="A sweep's table and plots from the leaderboard (after its members are computed).",
+    executor_def=in_process_executor,
+)
+
+JOBS = [
+    index_document_job,
+    assemble_indexes_job,
+    answer_config_job,
+    cross_ensemble_job,
+    leaderboard_job,
+    sweep_report_job,
+]

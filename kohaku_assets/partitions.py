@@ -13,6 +13,9 @@ CONFIGS = "configs"
 ENSEMBLE_SPECS = "ensemble_specs"
 configs = DynamicPartitionsDefinition(name=CONFIGS)
 ensemble_specs = DynamicPartitionsDefinition(name=ENSEMBLE_SPECS)
+# One partition per sweep file in the configs folder's sweeps/ (its members are configs).
+SWEEPS = "sweeps"
+sweeps = DynamicPartitionsDefinition(name=SWEEPS)
 
 INDEXING_GROUP = "indexing"
 ANSWERING_GROUP = "answering"

@@ -1,5 +1,6 @@
 """Sensors: the corpus folder → document partitions, the configs folder → config and
-ensemble partitions. Each reads the lake and folders from the `settings` resource."""
+ensemble partitions, its sweeps/ folder → sweep partitions and their members' config
+partitions. Each reads the lake and folders from the `settings` resource."""
 
 import json
 from collections.abc import Callable
@@ -23,12 +24,14 @@ from dagster._core.definitions.unresolved_asset_job_definition import Unresolved
 from dagster._core.storage.tags import RUN_KEY_TAG
 
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
-from kohaku_assets.partitions import DOCUMENTS, configs, documents, ensemble_specs
+from kohaku_assets.partitions import CONFIGS, DOCUMENTS, SWEEPS, configs, documents, ensemble_specs, sweeps
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
-from kohaku_rag.answering.qa_config import load_qa_config
+from kohaku_rag.answering.qa_config import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
+from kohaku_rag.config_files import stable_hash
+from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_members, write_members
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
@@ -144,10 +147,12 @@ def folder_sensor(
     folder_of: Callable[[Path], Path],
     description: str,
     validate: Callable[[Path], object] = lambda _path: None,
+    run_elsewhere: Callable[[KohakuSettings], set[str]] = lambda _settings: set(),
 ) -> SensorDefinition:
     """A sensor keeping one partition per file of a folder, running new and edited files.
     A file that `validate` refuses (a ValueError naming the file, line and key) is not run:
-    the sensor logs the error and runs it once the file changes again."""
+    the sensor logs the error and runs it once the file changes again. Files named by
+    `run_elsewhere` (a sweep's members, which `sweeps_sensor` runs) get a partition, no run."""
 
     @sensor(
         name=name,
@@ -173,7 +178,8 @@ def folder_sensor(
             except ValueError as exc:
                 context.log.error(f"not run: {exc}")
                 refused.append(key)
-        run = [key for key in run if key not in refused]
+        others = run_elsewhere(settings)
+        run = [key for key in run if key not in refused and key not in others]
         return SensorResult(
             run_requests=[
                 RunRequest(run_key=f"{key}:{versions[key]}", partition_key=key, job_name=job.name) for key in run
@@ -191,8 +197,10 @@ configs_sensor = folder_sensor(
     answer_config_job,
     config_files,
     lambda folder: folder,
-    "Watches the configs folder: one partition per config file; runs new and edited ones.",
+    "Watches the configs folder: one partition per config file; runs new and edited ones (a sweep's members: "
+    "sweeps_sensor runs them).",
     load_qa_config,
+    lambda settings: sweep_members(settings.lake),
 )
 ensemble_specs_sensor = folder_sensor(
     "ensemble_specs_sensor",
@@ -204,4 +212,62 @@ ensemble_specs_sensor = folder_sensor(
     load_ensemble_spec,
 )
 
-SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor]
+
+# ── the sweeps folder ──────────────────────────────────────────────────────
+
+
+def _sweep_version(settings: KohakuSettings, path: Path) -> str:
+    """What a sweep expands to (its members' configs, so an edited base config counts too);
+    a sweep that does not load is versioned by its file, to be reported once per edit."""
+    try:
+        return stable_hash([dump_json(m.config) for m in expand(load_sweep(settings.lake, path))])
+    except (ValueError, OSError):
+        return f"invalid:{file_sha(path)}"
+
+
+@sensor(
+    jobs=[answer_config_job],
+    minimum_interval_seconds=30,
+    default_status=DefaultSensorStatus.STOPPED,
+    description="Watches the configs folder's sweeps/: writes each sweep's member configs, registers them and "
+    "the sweep, and runs the members of new and edited sweeps (stored work is reused; the report follows the "
+    "leaderboard).",
+)
+def sweeps_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
+    lake = settings.lake
+    files = sweep_files(lake)
+    versions = {name: _sweep_version(settings, path) for name, path in files.items()}
+    registered = set(context.instance.get_dynamic_partitions(SWEEPS))
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    add, delete, changed = sensor_plan(versions, registered, cursor)
+    if not (add or delete or changed):
+        return SkipReason("no sweep changed")
+    known = set(context.instance.get_dynamic_partitions(CONFIGS))
+    runs: list[RunRequest] = []
+    new_configs: list[str] = []
+    gone_configs: list[str] = []
+    for name in changed:
+        try:
+            members, removed = write_members(lake, load_sweep(lake, files[name]))
+        except ValueError as exc:
+            context.log.error(f"not run: {exc}")
+            continue
+        new_configs += [m.name for m in members if m.name not in known]
+        gone_configs += [n for n in removed if n in known]
+        runs += [
+            RunRequest(
+                run_key=f"sweep:{name}:{m.name}:{versions[name]}", partition_key=m.name, job_name=answer_config_job.name
+            )
+            for m in members
+        ]
+    return SensorResult(
+        run_requests=runs,
+        dynamic_partitions_requests=[
+            *_partition_requests(sweeps, add, delete),
+            *_partition_requests(configs, sorted(set(new_configs)), sorted(set(gone_configs))),
+        ],
+        cursor=json.dumps(versions, sort_keys=True),
+    )
+
+
+SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor, sweeps_sensor]

@@ -1,13 +1,23 @@
 """Every asset, by stage: per-document indexing, the indexes, answering per config,
-cross-config ensembles, the leaderboard."""
+cross-config ensembles, the leaderboard, sweep reports."""
 
 from kohaku_assets.assets.answering import PER_CONFIG
 from kohaku_assets.assets.documents import PER_DOCUMENT
 from kohaku_assets.assets.ensembles import cross_ensemble
+from kohaku_assets.assets.experiments import sweep_report
 from kohaku_assets.assets.indexes import INDEXES
 from kohaku_assets.assets.leaderboard import leaderboard
 
 QA_ASSETS = [*PER_CONFIG, leaderboard]
-ALL_ASSETS = [*PER_DOCUMENT, *INDEXES, *PER_CONFIG, cross_ensemble, leaderboard]
+ALL_ASSETS = [*PER_DOCUMENT, *INDEXES, *PER_CONFIG, cross_ensemble, leaderboard, sweep_report]
 
-__all__ = ["ALL_ASSETS", "INDEXES", "PER_CONFIG", "PER_DOCUMENT", "QA_ASSETS", "cross_ensemble", "leaderboard"]
+__all__ = [
+    "ALL_ASSETS",
+    "INDEXES",
+    "PER_CONFIG",
+    "PER_DOCUMENT",
+    "QA_ASSETS",
+    "cross_ensemble",
+    "leaderboard",
+    "sweep_report",
+]

@@ -32,6 +32,7 @@ from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
 from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
+from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import CONFIG_VERSION, QAConfig
@@ -75,6 +76,17 @@ COMMON: dict[str, Any] = {"partitions_def": configs, "group_name": GROUP, "owner
 
 def _calls(chat: ChatModel) -> tuple[int, int]:
     return getattr(chat, "hits", 0), getattr(chat, "misses", 0)
+
+
+def _asked(fresh: dict[int, list[Prediction]]) -> dict[str, Any]:
+    preds = [p for run in fresh.values() for p in run]
+    asked = sorted({p.question_id for p in preds if p.llm_calls > p.cached_calls})
+    cached = sorted({p.question_id for p in preds} - set(asked))
+    return {
+        "questions_asked_llm": len(asked),
+        "questions_from_cache": len(cached),
+        "asked_llm_ids": MetadataValue.json(asked[:50]),
+    }
 
 
 def _failure(exc: st.QuestionsFailed, **metadata: Any) -> Failure:
@@ -129,11 +141,15 @@ def retrievals(
     stored_errors = st.retrieval_errors(path) if path.exists() else {}
     todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
     reused = not todo
+    planner_calls = planner_hits = 0
     if todo:
         chat = models.chat(cfg.planner_llm, lake) if cfg.retrieval.uses_llm else None
+        before = _calls(chat) if chat is not None else (0, 0)
         rows = st.compute_retrievals(
-            todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.debug
+            todo, cfg, models.retriever(lake, settings.index_config()), chat, progress=context.log.info
         )
+        if chat is not None:  # the planner's (and diverse rerank's) calls, for the cost of a sweep
+            planner_hits, planner_calls = (a - b for a, b in zip(_calls(chat), before, strict=True))
         merged = st.merge_rows(path, rows, [q.id for q in questions])
         st.write_rows(merged, path, {"retrieval_hash": cfg.retrieval_hash})
     failed = st.retrieval_errors(path)
@@ -147,6 +163,8 @@ def retrievals(
             "questions": len(table) + len(failed),
             "retrieved_questions": len(todo),
             "failed_questions": len(failed),
+            "llm_calls": planner_calls,
+            "llm_cache_hits": planner_hits,
             "mean_snippets": round(sum(len(r.context) for r in table.values()) / max(len(table), 1), 2),
             "seconds": round(time.perf_counter() - started, 3),
         },
@@ -172,10 +190,12 @@ def predictions(
     pending = st.pending_questions(lake, keys.prediction, cfg.voting.runs, order)
     todo = sorted(pending)
     hits = misses = 0
+    fresh: dict[int, list[Prediction]] = {}
     if pending:
         chat = models.chat(cfg.generation.llm, lake)
         before = _calls(chat)
-        st.answer_pending(
+        # INFO with done/total and an ETA: a long step must not look frozen in the UI.
+        fresh = st.answer_pending(
             lake,
             keys,
             cfg,
@@ -183,7 +203,7 @@ def predictions(
             pending,
             models.retriever(lake, settings.index_config()),
             chat,
-            progress=context.log.debug,
+            progress=context.log.info,
         )
         after = _calls(chat)
         hits, misses = after[0] - before[0], after[1] - before[1]
@@ -206,6 +226,9 @@ def predictions(
             "runs": cfg.voting.runs,
             "rows": len(rows),
             "recomputed_questions": sum(len(ids) for ids in pending.values()),
+            # Per question: which needed a new LLM reply (its context or settings changed), and
+            # which were answered again from the response cache (everything the same).
+            **_asked(fresh),
             "blank_rate": round(sum(p.answer.is_blank for p in rows) / max(len(rows), 1), 4),
             "mean_attempts": round(sum(p.attempts for p in rows) / max(len(rows), 1), 3),
             "llm_calls": misses,

@@ -1,25 +1,31 @@
 """The leaderboard: one row per scored config and per scored cross-config ensemble.
 
 Rows are read from what the lake stores (scores by ensemble key); a config or spec that is
-broken, or whose current answers were never scored, has no row.
+broken, or whose current answers were never scored, has no row. A config's row also scores
+each of its stored runs (seeds): `final_mean` ± `final_sd`, the ensemble-size curve, what
+its predictions cost (calls made, cache hits, tokens, LLM seconds), and a paired bootstrap
+interval of its difference with the best row on the same questions (`significant_vs_best`).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from kohaku_rag.answering import store as st
+from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files
 from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
-from kohaku_rag.answering.qa_config import load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.evaluation.wattbot_csv import load_ref_urls
+from kohaku_rag.evaluation.wattbot_csv import load_questions, load_ref_urls
+from kohaku_rag.experiments.stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.lake import Lake
 
 
@@ -61,6 +67,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
             {
                 "config": name,
                 "kind": "config",
+                "score_key": keys.ensemble,
                 "members": [name],
                 "questions_file": cfg.questions,
                 **summary,
@@ -72,6 +79,9 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
                 "budget_chars": cfg.retrieval.search.budget_chars,
                 "use_planner": cfg.retrieval.use_planner,
                 "llm_seconds_per_question": sum(p.seconds for p in preds) / n if n else 0.0,
+                **_seed_stats(lake, cfg, keys),
+                **_cost(preds),
+                **_breakdown(st.score_path(lake, keys.ensemble)),
                 "retrieval_hash": cfg.retrieval_hash,
                 "generation_hash": cfg.generation_hash,
                 "voting_hash": cfg.voting_hash,
@@ -98,11 +108,13 @@ def ensemble_rows(lake: Lake) -> list[dict[str, Any]]:
             {
                 "config": name,
                 "kind": "ensemble",
+                "score_key": pool.key,
                 "members": list(spec.configs),
                 "questions_file": next(iter(members.values())).questions,
                 **summary,
                 "runs": len(pool.voters),
                 "vote_mode": spec.mode,
+                **_breakdown(st.score_path(lake, pool.key)),
                 "voting_hash": pool.key,
                 "config_json": json.dumps(spec.as_dict()),
             }
@@ -110,18 +122,105 @@ def ensemble_rows(lake: Lake) -> list[dict[str, Any]]:
     return rows
 
 
+def _seed_stats(lake: Lake, cfg: QAConfig, keys: st.QAKeys) -> dict[str, Any]:
+    """Each stored run (seed) scored alone, their mean ± sd, and the ensemble-size curve
+    (the score of m voted runs, m = 1..runs, averaged over subsets): no LLM call."""
+    questions = load_questions(cfg.questions)
+    runs = [st.answers_of(st.read_run(lake, keys.prediction, r)) for r in range(cfg.voting.runs)]
+    known = st.corpus_ids(lake)
+    finals = run_finals(questions, runs, known)
+    mean, sd = mean_sd(finals)
+    v = cfg.voting
+    curve = ensemble_curve(questions, runs, v.mode, v.ignore_blank, v.tiebreak, known)
+    return {"seeds": len(runs), "run_finals": finals, "final_mean": mean, "final_sd": sd, "ensemble_curve": curve}
+
+
+def _cost(preds: list[Prediction]) -> dict[str, Any]:
+    """What the stored predictions cost when they were computed (planner calls not included)."""
+    calls = sum(p.llm_calls for p in preds)
+    hits = sum(p.cached_calls for p in preds)
+    seconds = sum(p.seconds for p in preds)
+    return {
+        "llm_calls_made": calls - hits,
+        "llm_cache_hits": hits,
+        "prompt_tokens": sum(p.prompt_tokens for p in preds),
+        "completion_tokens": sum(p.completion_tokens for p in preds),
+        "llm_seconds": seconds,
+        "seconds_per_call": seconds / (calls - hits) if calls > hits else None,
+    }
+
+
+def _breakdown(path: Path) -> dict[str, Any]:
+    """Accuracy per question type and the error taxonomy, as JSON text columns."""
+    rows = pq.read_table(path).to_pylist() if path.exists() else []
+    errors = Counter(str(r["error_type"]) for r in rows)
+    return {
+        "type_accuracy": json.dumps(st.per_type_accuracy(rows)) if rows else "{}",
+        "error_types": json.dumps(dict(sorted(errors.items()))),
+    }
+
+
+def question_scores(lake: Lake, score_key: str) -> dict[str, float]:
+    """question id -> its WattBot score in a stored score table."""
+    path = st.score_path(lake, score_key)
+    if not path.exists() or pq.read_metadata(path).num_rows == 0:
+        return {}
+    return {r["id"]: float(r["total"]) for r in pq.read_table(path, columns=["id", "total"]).to_pylist()}
+
+
+def _significance(lake: Lake, rows: list[dict[str, Any]]) -> None:
+    """Each row against the best row on the same question file: the paired bootstrap 95%
+    interval of (row − best) per question, and whether it excludes 0."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in rows:  # best first
+        best.setdefault(str(row["questions_file"]), row)
+    cache: dict[str, dict[str, float]] = {}
+    for row in rows:
+        top = best[str(row["questions_file"])]
+        a = cache.setdefault(row["score_key"], question_scores(lake, row["score_key"]))
+        b = cache.setdefault(top["score_key"], question_scores(lake, top["score_key"]))
+        shared = sorted(set(a) & set(b))
+        cmp = paired_bootstrap([a[q] for q in shared], [b[q] for q in shared])
+        row.update(
+            best_config=top["config"],
+            diff_vs_best=cmp.diff,
+            ci_low=cmp.low,
+            ci_high=cmp.high,
+            significant_vs_best=row is not top and cmp.significant,
+        )
+
+
 def leaderboard_rows(lake: Lake) -> list[dict[str, Any]]:
     """Configs and ensembles in one schema, best final score first."""
-    rows = config_rows(lake) + ensemble_rows(lake)
+    rows = sorted(config_rows(lake) + ensemble_rows(lake), key=lambda r: -float(r["final"]))
+    _significance(lake, rows)
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    rows = [{k: row.get(k) for k in columns} for row in rows]
-    return sorted(rows, key=lambda r: -float(r["final"]))
+    return [{k: row.get(k) for k in columns} for row in rows]
+
+
+def _pm(row: dict[str, Any]) -> str:
+    if row.get("final_mean") is None:
+        return ""
+    return f"{row['final_mean']:.3f} ± {row['final_sd']:.3f}"
+
+
+def _vs_best(row: dict[str, Any]) -> str:
+    """`−0.083 [−0.150, −0.020] *`: the difference with the best row, * when significant."""
+    if row.get("diff_vs_best") is None or row["config"] == row.get("best_config"):
+        return "best"
+    mark = " *" if row.get("significant_vs_best") else ""
+    return f"{row['diff_vs_best']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}]{mark}"
 
 
 def leaderboard_markdown(rows: list[dict[str, Any]], limit: int = 20) -> str:
-    lines = ["| config | final | value | ref | na | runs |", "|---|---|---|---|---|---|"]
+    """The table shown in the UI; * marks a difference with the best whose 95% interval excludes 0."""
+    lines = [
+        "| config | final | value | ref | na | runs | single run (mean ± sd) | vs best (95% CI) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     lines += [
-        f"| {r['config']} | {r['final']:.3f} | {r['value']:.3f} | {r['ref']:.3f} | {r['na']:.3f} | {r['runs']} |"
+        f"| {r['config']} | {r['final']:.3f} | {r['value']:.3f} | {r['ref']:.3f} | {r['na']:.3f} | {r['runs']} "
+        f"| {_pm(r)} | {_vs_best(r)} |"
         for r in rows[:limit]
     ]
     return "\n".join(lines)

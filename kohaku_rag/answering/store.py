@@ -44,6 +44,7 @@ from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.score import ScoreReport, score_predictions
 from kohaku_rag.evaluation.vote import vote
+from kohaku_rag.experiments.progress import Ticker
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, write_parquet_atomic
@@ -214,10 +215,11 @@ def compute_retrievals(
 
     rows = []
     workers = question_workers(chat) if cfg.retrieval.use_planner else 1
-    for n, (row, snippets) in enumerate(_map_questions(one, questions, workers), start=1):
+    ticker = Ticker("retrieved", len(questions), progress)
+    for row, snippets in _map_questions(one, questions, workers):
         rows.append(row)
         shown = f"FAILED: {row['error']}" if row["error"] else f"{snippets} snippets"
-        progress(f"retrieved {n}/{len(questions)} {row['id']}: {shown}")
+        ticker.tick(f"{row['id']}: {shown}")
     return rows
 
 
@@ -335,12 +337,13 @@ def compute_runs(
 
     out: dict[int, list[Prediction]] = {r: [] for r in wanted}
     workers = question_workers(chat, max(1, len(wanted)))
-    for n, (q, (seeds, preds)) in enumerate(zip(asked, _map_questions(one, asked, workers)), start=1):
+    ticker = Ticker("answered", len(asked), progress)
+    for q, (seeds, preds) in zip(asked, _map_questions(one, asked, workers)):
         for r, pred in zip(seeds, preds, strict=True):
             out[r].append(replace(pred, run=r))
         failed = [p.error for p in preds if p.error]
         shown = f"FAILED: {failed[0]}" if failed else [p.answer.answer_value for p in preds]
-        progress(f"answered {n}/{len(asked)} {q.id}: {shown}")
+        ticker.tick(f"{q.id}: {shown}")
     return out
 
 
@@ -490,10 +493,11 @@ def answer_pending(
     chat: ChatModel,
     *,
     progress: Progress = lambda _m: None,
-) -> None:
+) -> dict[int, list[Prediction]]:
     """Answer the `pending` questions of each run (run -> question ids) and store them with
     the run's other rows, plus the prompts and raw replies of every attempt. A question whose
-    retrieval failed cannot be asked: its runs fail with that reason."""
+    retrieval failed cannot be asked: its runs fail with that reason. Returns the fresh
+    predictions by run (their llm_calls / cached_calls say which asked the LLM)."""
     path = retrieval_path(lake, keys.retrieval)
     retrieved = read_retrievals(path)
     unretrieved = {q: f"retrieval failed: {e}" for q, e in retrieval_errors(path).items()}
@@ -521,3 +525,4 @@ def answer_pending(
             {"generation_hash": cfg.generation_hash, "run": str(run)},
         )
         write_rows(debug_rows(preds), debug_path(lake, keys.prediction, run))
+    return computed

@@ -1,0 +1,1 @@
+"""Experiments: sweeps over config keys with seeds, their statistics, cost and reports (no Dagster)."""
