@@ -12,10 +12,13 @@ retrieval options, Marikarp's interleaved merge, the best combination found on t
   --llm N     for the three best configs by retrieval (MRR + evidence @4K), the WattBot score
               with the bundled Qwen2.5-Coder-1.5B (planner + answer, one run) on the first N
               train questions, and seconds per question (30-60 s each on 2 shared cores).
-Marikarp's knowledge-aware diverse rerank (issue 14, item 9) is built on another branch: its
-row is the hook marked below. LLM replies are cached under --work.
+The retrieval rows search with the question alone; HERO's question-type routing, its two
+stages and Marikarp's knowledge-aware diverse rerank (which needs the LLM) act in the --llm
+rows (bench/generation_methods.py measures their retrieval side). LLM replies are cached
+under --work.
 
-    python bench/methods.py --lake LAKE [--corpus DIR] [--llm 12] [--llm-rerank 8] [--work DIR] [--models DIR]
+    python bench/methods.py --lake LAKE [--corpus DIR] [--llm 12 [--llm-configs a,b,c]] [--llm-rerank 8]
+                            [--work DIR] [--models DIR]
 
 The lake's search aids are assembled first if they are missing or behind (from its index
 rows and the corpus's metadata.csv, as `kohaku index` would; nothing is re-indexed).
@@ -35,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrieval_eval import Metrics, evaluate, load_gold  # noqa: E402
 
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
+from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig, load_qa_config  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.evaluation.records import Answer  # noqa: E402
@@ -66,12 +70,6 @@ ABLATIONS: dict[str, dict[str, object]] = {
     "+ 150 hits, equal weights": {"top_k": 150, "bm25_top_k": 150, "dense_weight": 1.0},
 }
 
-# ── HOOK (issue 14, item 9): Marikarp's knowledge-aware diverse rerank ──────────
-# It lives on another branch (a module using retrieval.rerankers' `Reranker` protocol).
-# At merge, add a row here: a name and a function (retriever, config) -> ranked context,
-# e.g. "marikarp + diverse rerank". Until then the table says it is pending.
-DIVERSE_RERANK_ROWS: dict[str, object] = {}
-
 
 def load_configs(folder: Path) -> dict[str, QAConfig]:
     files = sorted(folder.glob("*.toml"), key=lambda p: (ORDER.index(p.stem) if p.stem in ORDER else 99, p.stem))
@@ -99,6 +97,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku_methods"), help="LLM reply cache")
     parser.add_argument("--models", type=Path, default=REPO / ".models", help="where the bundled GGUF is")
     parser.add_argument("--llm", type=int, default=0, help="train questions answered per top-3 config (0: none)")
+    parser.add_argument("--llm-configs", default="", help="configs answered with --llm (default: top 3 by retrieval)")
     parser.add_argument("--llm-rerank", type=int, default=0, help="gold questions reranked by the LLM (0: none)")
     parser.add_argument("--rerank-top-n", type=int, default=10, help="units the LLM reranker scores per question")
     args = parser.parse_args()
@@ -134,14 +133,13 @@ def main() -> None:
     for name, change in ABLATIONS.items():
         search = replace(baseline, **change)  # type: ignore[arg-type]
         print(retrieval_row(name, evaluate(gold, lambda q, c=search: retriever.search([q], c), BUDGETS)), flush=True)
-    for name in DIVERSE_RERANK_ROWS or {"marikarp + diverse rerank": None}:
-        print(f"{name:<30} pending: issue 14 item 9 (another branch), hook in bench/methods.py")
-
     if args.llm_rerank > 0:
         base = configs.get("best", next(iter(configs.values())))
         llm_rerank_rows(args, retriever, base.retrieval.search, gold[: args.llm_rerank])
     if args.llm > 0:
         top = sorted(metrics, key=lambda n: -(metrics[n].mrr + metrics[n].evidence[4000]))[:3]
+        if args.llm_configs:
+            top = args.llm_configs.split(",")
         llm_rows(args, lake, retriever, {n: configs[n] for n in top}, csv)
 
 
@@ -180,7 +178,9 @@ def llm_rows(
     for n, q in enumerate(questions, start=1):
         for name, cfg in configs.items():
             t0 = time.perf_counter()
-            (pred,) = answer_runs(q, plan_for(q, chat, cfg), retriever, chat, cfg, [0])
+            # The config's searcher: the retriever, or Marikarp's diverse rerank over it.
+            searcher = answering_searcher(retriever, cfg.retrieval, chat)
+            (pred,) = answer_runs(q, plan_for(q, chat, cfg), searcher, chat, cfg, [0])
             preds[name][q.id] = pred.answer
             seconds[name] += time.perf_counter() - t0
         for name in configs:
