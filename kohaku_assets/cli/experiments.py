@@ -30,9 +30,9 @@ from kohaku_assets.partitions import CONFIGS, SWEEPS
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import RunFailed, failure_message, instance_for, run_config, run_job
 from kohaku_rag.experiments.cost import estimate
-from kohaku_rag.experiments.progress import listening
 from kohaku_rag.experiments.report import build_report, render_markdown, report_dir
 from kohaku_rag.experiments.sweep import Member, Sweep, sweep_of, write_members
+from kohaku_rag.progress import listening
 
 __all__ = ["add_parser", "cmd_report", "cmd_sweep"]
 

@@ -24,8 +24,8 @@ from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.evaluation.run_stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.evaluation.wattbot_csv import load_questions, load_ref_urls
-from kohaku_rag.experiments.stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.lake import Lake
 
 

@@ -44,11 +44,11 @@ from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.score import ScoreReport, score_predictions
 from kohaku_rag.evaluation.vote import vote
-from kohaku_rag.experiments.progress import Ticker
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
+from kohaku_rag.progress import Ticker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
 

@@ -6,8 +6,8 @@ import random
 import pytest
 
 from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.experiments.progress import Ticker, format_eta, listening
-from kohaku_rag.experiments.stats import _subsets, ensemble_curve, mean_sd, paired_bootstrap, run_finals
+from kohaku_rag.evaluation.run_stats import _subsets, ensemble_curve, mean_sd, paired_bootstrap, run_finals
+from kohaku_rag.progress import Ticker, format_eta, listening
 
 
 def test_mean_sd_is_the_sample_sd():
