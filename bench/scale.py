@@ -3,7 +3,7 @@
     python bench/scale.py workers    [--docs 32] [--counts 1,2,4] [--cache-from /tmp/kohaku-bench/lake]
     python bench/scale.py search     [--scales 1,10,100] [--lake /tmp/kohaku-bench/lake] [--queries 40]
     python bench/scale.py memory     [--copies 1,2] [--cache-from /tmp/kohaku-bench/lake]
-    python bench/scale.py partitions [--counts 10000,100000]
+    python bench/scale.py partitions [--counts 10000,100000] [--no-sensor | --sensor-only]
 
 workers: documents/second of `kohaku index` on the WattBot corpus, in-process (the baseline,
 same run) and through 1, 2, 4 Celery workers on a PostgreSQL instance (local servers); the
@@ -13,7 +13,8 @@ search: the WattBot paragraph vectors copied (perturbed) to 10x and 100x; ms/que
 sqlite-vec search (the baseline) and of `vector_search = "binary"`, recall@10 of binary
 against exact, file size, peak RSS of building and of searching (each in a fresh process).
 memory: peak RSS of in-process `kohaku index` at 1x and 2x the corpus (synthetic copies).
-partitions: adding, listing and checking N dynamic document partitions on a SQLite instance.
+partitions: adding, listing and checking N dynamic document partitions on a SQLite instance,
+and one `corpus_sensor` tick over N tiny registered, unindexed text documents (its parts timed alone).
 """
 
 from __future__ import annotations
@@ -292,13 +293,98 @@ def partitions_child(count: int) -> dict:
     }
 
 
+def sensor_child(count: int, full_tick: bool = True) -> dict:
+    """One `corpus_sensor` tick over `count` tiny text documents whose partitions are
+    registered but not indexed, then its parts timed alone: listing the partitions, scanning
+    (hashing) the folder, planning, and Dagster's run-key look-ups (one `get_runs` each, timed
+    on 2,000 keys). Without `full_tick` the tick itself is not run (tick_s is None)."""
+    from dagster import build_sensor_context
+
+    from kohaku_assets.partitions import DOCUMENTS
+    from kohaku_assets.resources import KohakuSettings
+    from kohaku_assets.runner import instance_for, resources_for
+    from kohaku_assets.sensors import _run_key_used, _runs_in_flight, corpus_sensor
+    from kohaku_rag.indexing import steps as ix
+    from kohaku_rag.indexing.corpus import scan_corpus
+
+    root = Path(tempfile.mkdtemp(prefix="kohaku-sensor-"))
+    corpus = root / "corpus"
+    corpus.mkdir()
+    keys = [f"doc_{i:06d}" for i in range(count)]
+    t0 = time.perf_counter()
+    for i, key in enumerate(keys):
+        (corpus / f"{key}.txt").write_text(f"Document {i} reports a PUE of 1.{i % 100:02d}.\n", encoding="utf-8")
+    write_s = time.perf_counter() - t0
+    settings = KohakuSettings(lake_root=str(root / "lake"), corpus_dir=str(corpus))
+    instance = instance_for(settings.lake.root)
+    for start in range(0, count, 1000):
+        instance.add_dynamic_partitions(DOCUMENTS, keys[start : start + 1000])
+    context = build_sensor_context(resources=resources_for(settings), instance=instance)
+    tick_s, runs = None, None
+    if full_tick:
+        t0 = time.perf_counter()
+        tick = corpus_sensor(context)
+        tick_s = time.perf_counter() - t0
+        runs = len(getattr(tick, "run_requests", None) or [])
+    # The parts, each alone (the tick's own order).
+    t0 = time.perf_counter()
+    registered = set(instance.get_dynamic_partitions(DOCUMENTS))
+    list_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scan = scan_corpus(settings.corpus, settings.lake.sources_dir, follow_links=settings.follow_links)
+    scan_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    plan = ix.plan_index(scan, settings.lake, settings.index_config(), registered)
+    plan_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _runs_in_flight(context)
+    in_flight_s = time.perf_counter() - t0
+    sample = plan.build[:2000]
+    t0 = time.perf_counter()
+    for doc_id in sample:
+        _run_key_used(context, f"{doc_id}:x")
+    run_key_ms = 1000 * (time.perf_counter() - t0) / max(1, len(sample))
+    shutil.rmtree(root, ignore_errors=True)
+    return {
+        "count": count,
+        "write_s": write_s,
+        "tick_s": tick_s,
+        "runs": runs,
+        "list_s": list_s,
+        "scan_s": scan_s,
+        "plan_s": plan_s,
+        "in_flight_s": in_flight_s,
+        "run_key_ms": run_key_ms,
+        "build": len(plan.build),
+        "rss_mb": peak_rss_mb(),
+    }
+
+
 def bench_partitions(args: argparse.Namespace) -> None:
-    for count in [int(c) for c in args.counts.split(",")]:
+    for count in [] if args.sensor_only else [int(c) for c in args.counts.split(",")]:
         got = _child(["_partitions", str(count)])
         print(
             f"{got['count']:>7} partitions (SQLite instance): add {got['add_s']:.1f} s, list {got['list_s'] * 1000:.0f} ms, "
             f"has_dynamic_partition {got['check_ms']:.2f} ms each (x{got['count']} = {got['check_ms'] * got['count'] / 1000:.0f} s: "
             f"`kohaku index` registering one key at a time, before runner._register listed them once), partition status of index_rows: {got['status']}, RSS {got['rss_mb']:.0f} MB",
+            flush=True,
+        )
+    if args.no_sensor:
+        return
+    for count in [int(c) for c in args.counts.split(",")]:
+        got = _child(["_sensor", str(count), "1" if count <= args.full_tick_max else "0"])
+        n, runs = got["count"], got["build"]
+        parts = got["list_s"] + got["scan_s"] + got["plan_s"] + got["in_flight_s"] + got["run_key_ms"] * runs / 1000
+        tick = (
+            f"{got['tick_s']:.1f} s, {got['runs']} run requests"
+            if got["tick_s"] is not None
+            else f"not run (> --full-tick-max), ~{parts:.0f} s from its parts, {runs} run requests"
+        )
+        print(
+            f"{n:>7} documents, corpus_sensor first tick (registered, none indexed): {tick}; alone: list partitions {got['list_s']:.2f} s, scan+hash folder "
+            f"{got['scan_s']:.1f} s, plan_index {got['plan_s']:.1f} s, runs in flight {got['in_flight_s'] * 1000:.0f} ms, "
+            f"run-key get_runs {got['run_key_ms']:.2f} ms each (x{runs} = {got['run_key_ms'] * runs / 1000:.0f} s), "
+            f"RSS {got['rss_mb']:.0f} MB (writing the files: {got['write_s']:.0f} s)",
             flush=True,
         )
 
@@ -312,6 +398,8 @@ def main() -> None:
             out = search_child(Path(rest[0]), rest[1], np.load(rest[2]), 10)
         elif cmd == "_index":
             out = index_child(int(rest[0]), Path(rest[1]))
+        elif cmd == "_sensor":
+            out = sensor_child(int(rest[0]), rest[1:] != ["0"])
         else:
             out = partitions_child(int(rest[0]))
         print(json.dumps(out))
@@ -334,6 +422,14 @@ def main() -> None:
     m.add_argument("--cache-from", type=Path, default=BENCH_LAKE)
     p = sub.add_parser("partitions")
     p.add_argument("--counts", default="10000,100000")
+    p.add_argument("--no-sensor", action="store_true", help="skip the corpus sensor's tick")
+    p.add_argument("--sensor-only", action="store_true", help="only the corpus sensor's tick")
+    p.add_argument(
+        "--full-tick-max",
+        type=int,
+        default=20000,
+        help="run the whole sensor tick up to this many documents; above it, only its parts (the tick summed from them)",
+    )
     args = parser.parse_args()
     {"workers": bench_workers, "search": bench_search, "memory": bench_memory, "partitions": bench_partitions}[
         args.what
