@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval_eval import GoldQuestion, Metrics, evaluate, load_gold  # noqa: E402
+from retrieval_eval import GoldQuestion, Metrics, evaluate, load_gold, print_running_scores  # noqa: E402
 
 from kohaku_rag.answering.answer import answer_runs, deepen, plan_for  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher, ranked_ids, reranker_for  # noqa: E402
@@ -39,7 +39,6 @@ from kohaku_rag.answering.question_types import detect_type, search_config, type
 from kohaku_rag.answering.stages import stage_for  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.evaluation.records import Answer, Question  # noqa: E402
-from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
 from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
@@ -220,12 +219,7 @@ def main() -> None:
                 file=sys.stderr,
                 flush=True,
             )
-        for name in names:
-            r = score_predictions(asked[:n], preds[name], known)
-            print(
-                f"{n:<6} {name:<10} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {seconds[name] / n:5.0f}",
-                flush=True,
-            )
+        print_running_scores(asked[:n], preds, seconds, known)
 
 
 if __name__ == "__main__":

@@ -35,14 +35,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retrieval_eval import Metrics, evaluate, load_gold  # noqa: E402
+from retrieval_eval import Metrics, evaluate, load_gold, print_running_scores  # noqa: E402
 
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig, load_qa_config  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.evaluation.records import Answer  # noqa: E402
-from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
 from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
 from kohaku_rag.indexing.search_aids import assemble_search_aids, search_aids_behind  # noqa: E402
@@ -183,12 +182,7 @@ def llm_rows(
             (pred,) = answer_runs(q, plan_for(q, chat, cfg), searcher, chat, cfg, [0])
             preds[name][q.id] = pred.answer
             seconds[name] += time.perf_counter() - t0
-        for name in configs:
-            r = score_predictions(questions[:n], preds[name], known)
-            print(
-                f"{n:<6} {name:<12} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {seconds[name] / n:5.0f}",
-                flush=True,
-            )
+        print_running_scores(questions[:n], preds, seconds, known, width=12)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.evaluation.score import score_predictions
 from kohaku_rag.retrieval.retriever import ContextItem, pack
 
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{12,})[\"“”']")
@@ -135,3 +137,21 @@ def evaluate(
         len(with_quotes),
         elapsed / n,
     )
+
+
+def print_running_scores(
+    questions: Sequence[Question],
+    preds: dict[str, dict[str, Answer]],
+    seconds: dict[str, float],
+    known: Collection[str],
+    width: int = 10,
+) -> None:
+    """One row per setting: the WattBot score over the questions answered so far (the
+    benches answer question by question, so a stopped run still compares like with like)."""
+    n = len(questions)
+    for name, answers in preds.items():
+        r = score_predictions(questions, answers, known)
+        print(
+            f"{n:<6} {name:<{width}} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {seconds[name] / n:5.0f}",
+            flush=True,
+        )

@@ -42,7 +42,7 @@ from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
-from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, UnusableReply, extract_json, loads_json
+from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, UnusableReply, extract_json, loads_json, word_logodds
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
@@ -389,19 +389,8 @@ def verdict_request(question: Question, items: Sequence[ContextItem], gen: Gener
 
 
 def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:
-    """log P(True) - log P(False) over the first token's alternatives ("True", " true", ...
-    pooled). A word missing from the list is at most as likely as the least likely listed
-    one; None when neither word is there."""
-    pooled: dict[str, list[float]] = {"true": [], "false": []}
-    for token, logprob in top_logprobs:
-        word = token.strip().lower()
-        if word in pooled:
-            pooled[word].append(logprob)
-    if not any(pooled.values()):
-        return None
-    floor = min(logprob for _, logprob in top_logprobs)
-    true, false = (float(np.logaddexp.reduce(v)) if v else floor for v in pooled.values())
-    return true - false
+    """log P(True) - log P(False) of the reply's first token; None when neither is listed."""
+    return word_logodds(top_logprobs, "true", "false")
 
 
 def apply_verdict(answer: Answer, logodds: float | None, margin: float) -> Answer:

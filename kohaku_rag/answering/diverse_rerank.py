@@ -78,6 +78,13 @@ def _list_schema(*names: str) -> dict[str, Any]:
     }
 
 
+def _json_request(user: str, schema: dict[str, Any]) -> ChatRequest:
+    """A short, greedy, schema-bound call (both steps' replies are two lists of phrases)."""
+    return ChatRequest(
+        (Message("system", SYSTEM), Message("user", user)), temperature=0.0, max_tokens=160, seed=0, json_schema=schema
+    )
+
+
 def declare_request(question: str, passage: str, max_chars: int) -> ChatRequest:
     """Step 2 for one passage: the elements the question needs, those the passage covers."""
     user = (
@@ -85,13 +92,7 @@ def declare_request(question: str, passage: str, max_chars: int) -> ChatRequest:
         "List the pieces of knowledge needed to answer the question (short phrases), and which "
         'of them this document gives. Reply as {"needed": ["..."], "covered": ["..."]}.'
     )
-    return ChatRequest(
-        (Message("system", SYSTEM), Message("user", user)),
-        temperature=0.0,
-        max_tokens=160,
-        seed=0,
-        json_schema=_list_schema("needed", "covered"),
-    )
+    return _json_request(user, _list_schema("needed", "covered"))
 
 
 def summarise_request(question: str, needed: Sequence[str], covered: Sequence[str]) -> ChatRequest:
@@ -104,13 +105,7 @@ def summarise_request(question: str, needed: Sequence[str], covered: Sequence[st
         "for each set finds different evidence the answer needs. "
         'Reply as {"first": ["..."], "second": ["..."]}.'
     )
-    return ChatRequest(
-        (Message("system", SYSTEM), Message("user", user)),
-        temperature=0.0,
-        max_tokens=160,
-        seed=0,
-        json_schema=_list_schema("first", "second"),
-    )
+    return _json_request(user, _list_schema("first", "second"))
 
 
 def _elements(text: str, names: Sequence[str]) -> dict[str, list[str]] | None:

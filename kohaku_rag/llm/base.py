@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
+
 from kohaku_rag.errors import BackendError
 
 Role = Literal["system", "user", "assistant"]
@@ -62,6 +64,22 @@ def schema_json(schema: Mapping[str, Any]) -> str:
 
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit
+
+
+def word_logodds(top_logprobs: Sequence[tuple[str, float]], word: str, other: str) -> float | None:
+    """log P(word) - log P(other) over a first token's alternatives ("True", " true", ...
+    pooled, case and spaces ignored). A word missing from the list is at most as likely as
+    the least likely listed token; None when neither word is there."""
+    pooled: dict[str, list[float]] = {word: [], other: []}
+    for token, logprob in top_logprobs:
+        key = token.strip().lower()
+        if key in pooled:
+            pooled[key].append(logprob)
+    if not any(pooled.values()):
+        return None
+    floor = min(logprob for _, logprob in top_logprobs)
+    first, second = (float(np.logaddexp.reduce(v)) if v else floor for v in pooled.values())
+    return first - second
 
 
 @dataclass(frozen=True)

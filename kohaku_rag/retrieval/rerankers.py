@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import httpx
-import numpy as np
 
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import BackendError
@@ -41,7 +40,7 @@ from kohaku_rag.http_retry import (
     url_secrets,
 )
 from kohaku_rag.llm import LLMSpec, make_chat_model
-from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, ChatModel, ChatRequest, ChatResult, Message
+from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, ChatModel, ChatRequest, ChatResult, Message, word_logodds
 
 __all__ = [
     "EmbeddingReranker",
@@ -230,16 +229,9 @@ def relevance_request(query: str, passage: str) -> ChatRequest:
 
 
 def yes_no_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float:
-    """log P(Yes) - log P(No) of a first token ("Yes", " yes", ... pooled); a word absent
-    from the list is at most as likely as the least likely listed token."""
-    pooled: dict[str, list[float]] = {"yes": [], "no": []}
-    for token, logprob in top_logprobs:
-        word = token.strip().lower()
-        if word in pooled:
-            pooled[word].append(logprob)
-    floor = min((lp for _, lp in top_logprobs), default=0.0)
-    yes, no = (float(np.logaddexp.reduce(v)) if v else floor for v in pooled.values())
-    return yes - no
+    """log P(Yes) - log P(No) of the first token; 0 (undecided) when neither is listed."""
+    logodds = word_logodds(top_logprobs, "yes", "no")
+    return 0.0 if logodds is None else logodds
 
 
 class LLMReranker:

@@ -5,11 +5,10 @@ import json
 import shutil
 
 import pytest
-from corpus_docs import write_corpus
+from corpus_docs import indexed_corpus
 from qa_server import QUESTIONS, QAServer
 
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import run_index
 
 
 class SeededQAServer(QAServer):
@@ -32,14 +31,7 @@ class SeededQAServer(QAServer):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("experiments")
-    corpus = write_corpus(root / "corpus")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DAGSTER_HOME", str(root / "lake" / ".dagster"))
-    report = run_index(KohakuSettings(lake_root=str(root / "lake"), corpus_dir=str(corpus)), progress=lambda _m: None)
-    mp.undo()
-    assert not report.failed
-    return root
+    return indexed_corpus(tmp_path_factory.mktemp("experiments"))
 
 
 @pytest.fixture()
