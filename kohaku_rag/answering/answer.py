@@ -244,9 +244,17 @@ def build_messages(
     return (Message("system", SYSTEM), Message("user", user))
 
 
-def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = ()) -> dict[str, Any]:
+# A number (signs, decimals, thousands separators, exponents) or a [low,high] range of two.
+# "[.]" rather than a backslash-escaped dot: llama.cpp's grammar parser refuses that escape.
+NUMERIC_VALUE = r"^(-?[0-9][0-9,]*([.][0-9]+)?([eE]-?[0-9]+)?|\[-?[0-9][0-9,.]*,-?[0-9][0-9,.]*\])$"
+
+
+def answer_schema(
+    doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = (), numeric: bool = False
+) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
-    (context sentences), the reply first copies one of them verbatim. The unit is the
+    (context sentences), the reply first copies one of them verbatim; with `numeric`,
+    answer_value is a number or a range (NUMERIC_VALUE; is_blank says "no answer"). The unit is the
     question's, so the reply does not write it: a forced `"answer_unit": "is_blank"` right
     before `is_blank` led the embedded model to abstain after giving the right answer."""
     refs: dict[str, Any] = (
@@ -255,7 +263,11 @@ def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Se
         else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
     )
     value: dict[str, Any] = (
-        {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
+        {"type": "string", "enum": ["1", "0"]}
+        if true_false
+        else {"type": "string", "pattern": NUMERIC_VALUE, "maxLength": 60}
+        if numeric
+        else {"type": "string", "maxLength": 60}
     )
     quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
@@ -333,7 +345,9 @@ def answer_request(
         temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
+        json_schema=answer_schema(
+            context_doc_ids(items), true_false, evidence, gen.numeric_values and unit_is_given(question.answer_unit)
+        ),
         reply_logprobs=gen.reply_confidence,
     )
 
@@ -362,6 +376,28 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
         supporting_materials=str(data.get("evidence") or "").strip(),
     )
     return normalise_answer(answer, question.answer_unit, known_ref_ids=doc_ids)
+
+
+def cite_source(answer: Answer, items: Sequence[ContextItem]) -> Answer:
+    """The answer citing one document: the first it cites whose snippets state its value or
+    hold its quoted evidence sentence, else the first it cites (`cite = "source"`)."""
+    if len(answer.ref_id) <= 1:
+        return answer
+    # The quote was offered as evidence_sentences() wrote it: compare in that spelling.
+    quote = answer.supporting_materials.strip()[:100]
+
+    def supports(doc_id: str) -> bool:
+        for item in items:
+            if item.doc_id != doc_id:
+                continue
+            if _states(item.text, answer.answer_value):
+                return True
+            if quote and quote in item.text.replace('"', "'").replace("\\", "/"):
+                return True
+        return False
+
+    source = next((d for d in answer.ref_id if supports(d)), answer.ref_id[0])
+    return dataclasses.replace(answer, ref_id=(source,))
 
 
 # ── true/false verdict from probabilities ─────────────────────────────────
@@ -521,7 +557,10 @@ def _ask(
                 run.answer = Answer.blank(question.answer_unit)
                 continue
             _count(run, res)
-            run.answer = with_confidence(parse_reply(res.text, question, doc_ids), res)
+            answer = parse_reply(res.text, question, doc_ids)
+            if gen.cite == "source":
+                answer = cite_source(answer, items)
+            run.answer = with_confidence(answer, res)
         return items
 
 

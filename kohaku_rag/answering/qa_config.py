@@ -37,6 +37,7 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 
 QUOTE_EVIDENCE = ("off", "true_false", "all")
 TRUE_FALSE_VERDICTS = ("probability", "reply")
+CITES = ("reply", "source")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
 ANSWER_FORMAT = 2
@@ -141,8 +142,19 @@ class GenerationPart:
     stage1_temperature: float = 0.1
     stage1_k: int = 3
     stage2_k: int = 10
+    # Which documents an answer cites: "reply", every document the reply lists; "source",
+    # one: the first listed whose snippets state the answer's value or hold its quoted
+    # evidence sentence, else the first listed. WattBot's gold names one document for 36 of
+    # 39 answerable train questions, and the bundled 1.5B model lists 2-3 where one states the
+    # answer (1 run on train: reference score 0.776 -> 0.866, bench/generation_methods.py).
+    cite: Literal["reply", "source"] = "source"
+    # A question with a unit takes a number (or a [low,high] range) as answer_value: the
+    # reply's schema only admits those, so a small model cannot write a phrase there.
+    numeric_values: bool = False
 
     def __post_init__(self) -> None:
+        if self.cite not in CITES:
+            raise ValueError(f"cite {self.cite!r} is not one of {', '.join(CITES)}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if self.prompt_routing not in ROUTINGS:
@@ -247,11 +259,25 @@ class QAConfig:
         return dataclasses.asdict(self)
 
 
-# Keys added after configs and their stored tables existed, per config part: a key at its
-# default is left out of the hash, so a config that does not use it keeps its hashes (and
-# the retrievals and predictions stored under them).
-ADDED_KEYS: dict[type, tuple[str, ...]] = {
-    RetrievalPart: (
+# Keys added after configs and their stored tables existed, per config part, each with the
+# value that reproduces the behaviour from before it existed. A key at that value is left
+# out of the hash, so a config that does not use it keeps its hashes (and the retrievals and
+# predictions stored under them). A key whose default is not its legacy value (a better
+# default found later) changes the default config's hash, so what the old default stored is
+# recomputed rather than passed off as the new default's.
+def _defaults(part: type, *keys: str) -> dict[str, Any]:
+    """The keys' defaults: the legacy value of a key added with today's behaviour as default."""
+    fields = {f.name: f for f in dataclasses.fields(part)}
+    out: dict[str, Any] = {}
+    for key in keys:
+        f = fields[key]
+        out[key] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
+    return out
+
+
+ADDED_KEYS: dict[type, dict[str, Any]] = {
+    RetrievalPart: _defaults(
+        RetrievalPart,
         "content_routing",
         "diverse_rerank",
         "diverse_reranker",
@@ -259,7 +285,8 @@ ADDED_KEYS: dict[type, tuple[str, ...]] = {
         "diverse_n_know",
         "diverse_passage_chars",
     ),
-    RetrievalConfig: (
+    RetrievalConfig: _defaults(
+        RetrievalConfig,
         "content",
         "fusion",
         "type_weight_text",
@@ -272,16 +299,20 @@ ADDED_KEYS: dict[type, tuple[str, ...]] = {
         "rerank_top_n",
         "rerank_passage_chars",
     ),
-    GenerationPart: ("prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
+    GenerationPart: {
+        **_defaults(GenerationPart, "prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
+        # Added with a new default: before them, every reply's refs were kept and values free.
+        "cite": "reply",
+        "numeric_values": False,
+    },
 }
 
 
 def hashed_fields(part: Any) -> dict[str, Any]:
-    """A config part as hashed: its fields, less the added keys left at their default."""
+    """A config part as hashed: its fields, less the added keys at their legacy value."""
     data = dataclasses.asdict(part)
-    defaults = {f.name: f.default for f in dataclasses.fields(part)}
-    for key in ADDED_KEYS.get(type(part), ()):
-        if key in data and data[key] == defaults[key]:
+    for key, legacy in ADDED_KEYS.get(type(part), {}).items():
+        if key in data and getattr(part, key) == legacy:
             del data[key]
     return data
 

@@ -30,6 +30,7 @@ class QAServer(ChatServer):
         super().__init__()
         self.blank_first = {}
         self.cite_outside = False
+        self.cite_others_first = False  # lists the context's other documents before the gold one
         self.wrong_at_temperature: float | None = None  # answers 999 at this temperature
         self.guard = threading.Lock()
 
@@ -62,6 +63,8 @@ class QAServer(ChatServer):
                 }
             )
         refs = [doc, "nonexistent2020"] if self.cite_outside else [doc]
+        if self.cite_others_first:
+            refs = [*(d for d in enum if d != doc)][:2] + refs
         if body["temperature"] == self.wrong_at_temperature:
             value = "999"
         return json.dumps(

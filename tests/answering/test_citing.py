@@ -1,0 +1,106 @@
+"""What an answer cites (`cite`) and the numbers-only answer_value (`numeric_values`)."""
+
+import dataclasses
+import json
+import re
+
+import pytest
+from qa_server import response_schema
+from test_qa import write_config
+
+from kohaku_rag.answering.answer import NUMERIC_VALUE, answer_question, answer_schema, cite_source
+from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
+from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.llm.openai_compat import OpenAIChat
+from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
+
+
+def item(doc: str, text: str) -> ContextItem:
+    return ContextItem(doc, f"{doc}:sec0:p0", "paragraph", 1, 1.0, text)
+
+
+CONTEXT = [
+    item("dodge2022", "Training BERT emitted as much CO2 as a flight, as Strubell et al. report."),
+    item("strubell2019", "BERT base on 64 V100 GPUs for 79 hours: 1438 lbs of CO2e."),
+]
+
+
+def answer(value: str, refs: tuple[str, ...], quote: str = "") -> Answer:
+    return Answer(answer=value, answer_value=value, answer_unit="lbs", ref_id=refs, supporting_materials=quote)
+
+
+def test_source_is_the_first_cited_document_stating_the_value():
+    assert cite_source(answer("1438", ("dodge2022", "strubell2019")), CONTEXT).ref_id == ("strubell2019",)
+    # No cited snippet states it (a computed value): the first document the reply lists.
+    assert cite_source(answer("1437", ("dodge2022", "strubell2019")), CONTEXT).ref_id == ("dodge2022",)
+    # A true/false verdict states no value: the document holding the quoted evidence sentence.
+    quoted = answer("1", ("dodge2022", "strubell2019"), "BERT base on 64 V100 GPUs for 79 hours: 1438 lbs of CO2e.")
+    assert cite_source(quoted, CONTEXT).ref_id == ("strubell2019",)
+    assert cite_source(answer("1438", ("dodge2022",)), CONTEXT).ref_id == ("dodge2022",)
+    assert cite_source(Answer.blank("lbs"), CONTEXT) == Answer.blank("lbs")
+
+
+def test_answers_cite_their_source_through_the_server_unless_told_to_keep_the_reply(env):
+    settings, server, questions = env
+    retriever = open_retriever(settings.lake, settings.index_config())
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+    q = Question("q2", "How many watts did the A100 GPU draw?", "W")
+    server.cite_others_first = True  # the reply lists other context documents before the right one
+    retrieval = {"use_planner": False, "top_k_final": 6, "budget_chars": 6000}
+    source = answer_question(q, retriever, chat, write_config(settings, "s", server, questions, retrieval))
+    enum = response_schema(server.requests[-1].body)["properties"]["ref_id"]["items"]["enum"]
+    listed = [d for d in enum if d != "gpu"][:2] + ["gpu"]
+    assert len(listed) > 1
+    assert source.answer.ref_id == ("gpu",) and source.answer.answer_value == "400"
+    reply = answer_question(
+        q, retriever, chat, write_config(settings, "r", server, questions, retrieval, {"cite": "reply"})
+    )
+    assert reply.answer.ref_id == tuple(listed)
+
+
+@pytest.mark.parametrize(
+    ("value", "ok"),
+    [
+        ("1438", True),
+        ("1,438", True),
+        ("0.18", True),
+        ("-3e5", True),
+        ("[80,90]", True),
+        ("[0.02,0.1]", True),
+        ("about 30", False),
+        ("1438 lbs", False),
+        ("the estimated CO2 emissions", False),
+        ("", False),
+    ],
+)
+def test_numeric_values_admit_numbers_and_ranges_only(value, ok):
+    assert (re.fullmatch(NUMERIC_VALUE.strip("^$"), value) is not None) == ok
+
+
+def test_numeric_values_constrain_questions_with_a_unit_only(env):
+    settings, server, questions = env
+    retriever = open_retriever(settings.lake, settings.index_config())
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+    cfg = write_config(settings, "n", server, questions, {"use_planner": False}, {"numeric_values": True})
+    pred = answer_question(Question("q2", "How many watts did the A100 GPU draw?", "W"), retriever, chat, cfg)
+    assert response_schema(server.requests[-1].body)["properties"]["answer_value"]["pattern"] == NUMERIC_VALUE
+    assert pred.answer.answer_value == "400"
+    assert "pattern" not in answer_schema(["gpu"], numeric=False)["properties"]["answer_value"]
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")  # the bundled backend compiles it
+    gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(answer_schema(["gpu"], numeric=True)))
+    (rule,) = [line for line in gbnf.splitlines() if line.startswith("answer-value ::=")]
+    # Only the escapes llama.cpp's GBNF parser reads (it fails on others, such as a regex's "\.").
+    assert set(re.findall(r"\\(.)", rule)) <= set('"\\[]ntrxuU')
+
+
+def test_cite_and_numeric_values_hash_as_before_at_their_legacy_values():
+    default = QAConfig(questions="/q.csv")
+    legacy = qa_config_from_mapping({"questions": "/q.csv", "generation": {"cite": "reply", "numeric_values": False}})
+    # The generation hash of the default config before these keys existed (commit bd473d9):
+    # stored predictions of that default are reused only by a config that still answers that way.
+    assert legacy.generation_hash == "45f02e1ce7ba5e37"
+    assert default.generation_hash != legacy.generation_hash
+    assert default.retrieval_hash == legacy.retrieval_hash
+    with pytest.raises(ValueError, match="cite"):
+        qa_config_from_mapping({"generation": {"cite": "all"}})
+    assert dataclasses.replace(default.generation, numeric_values=True) != default.generation
