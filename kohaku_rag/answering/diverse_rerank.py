@@ -22,8 +22,10 @@ retrieval is stored as failed and retried), like the planner.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +41,7 @@ from kohaku_rag.retrieval.retriever import ContextItem, Retriever, pack
 
 __all__ = [
     "DiverseSearcher",
+    "Serialized",
     "answering_searcher",
     "KnowledgeSets",
     "Searcher",
@@ -187,17 +190,23 @@ def diverse_order(
     chat: ChatModel,
     n_know: int,
     max_chars: int,
+    index_lock: contextlib.AbstractContextManager[Any] | None = None,
 ) -> tuple[list[ContextItem], KnowledgeSets]:
-    """The items in the diverse order (steps 1-4), and the element sets it used."""
+    """The items in the diverse order (steps 1-4), and the element sets it used. The
+    rankings hold `index_lock` (the reranker may use the index's shared embedder); the LLM
+    calls do not, so other questions search meanwhile."""
+    lock = index_lock or contextlib.nullcontext()
     by_id = {i.node_id: i for i in items}
-    initial = ranked_ids(reranker, question, items)
+    with lock:
+        initial = ranked_ids(reranker, question, items)
     sets = knowledge_sets(question, [by_id[n].text for n in initial[:n_know]], chat, max_chars)
     if sets.fallback:
         return [by_id[n] for n in initial], sets
-    rankings = [
-        ranked_ids(reranker, f"{question} {'; '.join(elements)}" if elements else question, items)
-        for elements in (sets.first, sets.second)
-    ]
+    with lock:
+        rankings = [
+            ranked_ids(reranker, f"{question} {'; '.join(elements)}" if elements else question, items)
+            for elements in (sets.first, sets.second)
+        ]
     return [by_id[n] for n in interleave(*rankings)], sets
 
 
@@ -215,27 +224,53 @@ def reranker_for(part: RetrievalPart, retriever: Retriever) -> Reranker:
     return Bm25Reranker(retriever.bm25)
 
 
-def answering_searcher(retriever: Searcher, part: RetrievalPart, chat: ChatModel | None) -> Searcher:
+def answering_searcher(
+    retriever: Searcher, part: RetrievalPart, chat: ChatModel | None, shared: bool = False
+) -> Searcher:
     """The searcher a config retrieves with: the retriever, diversely reranked when
-    `diverse_rerank` is on (which needs the lake's `Retriever` and a chat model)."""
+    `diverse_rerank` is on (which needs the lake's `Retriever` and a chat model). `shared`:
+    several question threads search with it, one at a time through the index (its vector
+    store connection and embedder are shared), while their LLM calls overlap."""
+    lock = threading.Lock() if shared else None
     if not part.diverse_rerank:
-        return retriever
+        return Serialized(retriever, lock) if lock else retriever
     if chat is None:
         raise ValueError("diverse_rerank is on but no chat model was given")
     if not isinstance(retriever, Retriever):
         raise TypeError(f"diverse_rerank needs the lake's Retriever, got {type(retriever).__name__}")
-    return DiverseSearcher(retriever, reranker_for(part, retriever), chat, part)
+    return DiverseSearcher(retriever, reranker_for(part, retriever), chat, part, lock)
+
+
+class Serialized:
+    """A searcher used from several question threads: one search at a time."""
+
+    def __init__(self, inner: Searcher, lock: threading.Lock) -> None:
+        self.inner = inner
+        self._lock = lock
+
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
+        with self._lock:
+            return self.inner.search(queries, cfg)
 
 
 class DiverseSearcher:
     """A searcher whose context is diversely reranked: the inner retriever finds the
-    candidates, `diverse_order` orders them, the context is cut and packed as usual."""
+    candidates, `diverse_order` orders them, the context is cut and packed as usual.
+    With `index_lock`, only the index work is serialized, not the LLM's knowledge calls."""
 
-    def __init__(self, inner: Retriever, reranker: Reranker, chat: ChatModel, part: RetrievalPart) -> None:
+    def __init__(
+        self,
+        inner: Retriever,
+        reranker: Reranker,
+        chat: ChatModel,
+        part: RetrievalPart,
+        index_lock: threading.Lock | None = None,
+    ) -> None:
         self.inner = inner
         self.reranker = reranker
         self.chat = chat
         self.part = part
+        self._lock: contextlib.AbstractContextManager[Any] = index_lock or contextlib.nullcontext()
 
     def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
         queries = [q for q in queries if q.strip()]
@@ -243,12 +278,20 @@ class DiverseSearcher:
             return []
         pool = None if cfg.top_k_final is None else max(self.part.diverse_candidates, cfg.top_k_final)
         wide = dataclasses.replace(cfg, top_k_final=pool, budget_chars=10**9, mark_sentences=0)
-        candidates = self.inner.search(queries, wide)
+        with self._lock:
+            candidates = self.inner.search(queries, wide)
         # The question is the first query (the planner's rewrites follow it).
         ordered, _sets = diverse_order(
-            queries[0], candidates, self.reranker, self.chat, self.part.diverse_n_know, self.part.diverse_passage_chars
+            queries[0],
+            candidates,
+            self.reranker,
+            self.chat,
+            self.part.diverse_n_know,
+            self.part.diverse_passage_chars,
+            self._lock,
         )
         packed = pack(ordered[: cfg.top_k_final], cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.inner.bm25 is not None:
-            packed = self.inner.mark_evidence(queries[0], packed, cfg.mark_sentences)
+            with self._lock:
+                packed = self.inner.mark_evidence(queries[0], packed, cfg.mark_sentences)
         return packed

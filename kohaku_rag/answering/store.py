@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -49,7 +48,6 @@ from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.progress import Ticker
-from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
 
 Progress = Callable[[str], None]
@@ -172,19 +170,6 @@ def _map_questions(fn: Callable[[Question], Any], questions: Sequence[Question],
         yield from pool.map(fn, questions)
 
 
-class _Serialized:
-    """A searcher used from several question threads: one search at a time (the vector
-    store connection and the embedder are shared), while the LLM calls overlap."""
-
-    def __init__(self, inner: Searcher) -> None:
-        self.inner = inner
-        self._lock = threading.Lock()
-
-    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
-        with self._lock:
-            return self.inner.search(queries, cfg)
-
-
 def compute_retrievals(
     questions: Sequence[Question],
     cfg: QAConfig,
@@ -194,7 +179,7 @@ def compute_retrievals(
 ) -> list[dict[str, Any]]:
     if cfg.retrieval.uses_llm and chat is None:
         raise ValueError("the planner or the diverse rerank is on but no chat model was given")
-    searcher = _Serialized(answering_searcher(retriever, cfg.retrieval, chat))
+    searcher = answering_searcher(retriever, cfg.retrieval, chat, shared=True)
 
     def one(q: Question) -> tuple[dict[str, Any], int]:
         started = time.perf_counter()
@@ -214,7 +199,7 @@ def compute_retrievals(
         }, len(items)
 
     rows = []
-    workers = question_workers(chat) if cfg.retrieval.use_planner else 1
+    workers = question_workers(chat) if cfg.retrieval.uses_llm else 1
     ticker = Ticker("retrieved", len(questions), progress)
     for row, snippets in _map_questions(one, questions, workers):
         rows.append(row)
@@ -328,7 +313,7 @@ def compute_runs(
         else {r: {q.id for q in questions} for r in runs}
     )
     asked = [q for q in questions if any(q.id in ids for ids in wanted.values())]
-    searcher = _Serialized(answering_searcher(retriever, cfg.retrieval, chat))
+    searcher = answering_searcher(retriever, cfg.retrieval, chat, shared=True)
 
     def one(q: Question) -> tuple[list[int], list[Prediction]]:
         got = retrieved[q.id]

@@ -221,6 +221,26 @@ def test_a_hero_and_marikarp_config_runs_through_dagster(env):
     assert all(STRICT_RULE in r.key for r in server.requests if "ref_id" in response_schema(r.body)["properties"])
 
 
+def test_diverse_questions_share_the_index_one_at_a_time_and_ask_the_llm_together(lake):
+    retriever = open_retriever(Lake(lake), IndexConfig())
+    cfg = qa_config_from_mapping(
+        {"questions": "/q.csv", "retrieval": {"use_planner": False, "diverse_rerank": True, "diverse_n_know": 1}}
+    )
+    texts = [
+        "How much water did the cooling towers evaporate?",
+        "How many watts did the racks draw?",
+        "What was the site's power usage effectiveness?",
+    ]
+    questions = [Question(f"q{n}", text, "L/kWh") for n, text in enumerate(texts)]
+    with KnowledgeServer(default_delay=0.3) as server:
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_concurrent=4)
+        rows = compute_retrievals(questions, cfg, retriever, chat)
+    assert all(not r["error"] and json.loads(r["context"]) for r in rows)
+    # Per question one declaration, then the summary: strictly one after the other. Calls
+    # in flight together are other questions', asked while one question holds the index.
+    assert len(server.requests) == 6 and server.max_in_flight >= 2
+
+
 def test_an_endpoint_down_fails_the_diverse_retrieval_not_the_run(lake):
     retriever = open_retriever(Lake(lake), IndexConfig())
     cfg = qa_config_from_mapping({"questions": "/q.csv", "retrieval": {"use_planner": False, "diverse_rerank": True}})

@@ -188,3 +188,38 @@ def test_a_failed_true_false_verdict_call_is_a_failure_not_the_replys_own_verdic
         server.script(verdict, server_error(503), server_error(503))
         (run,) = answer_runs(statement, [statement.question], Fixed(), chat, cfg, [0])
     assert run.error.startswith("RetriesExhausted: ") and "HTTP 503" in run.error
+
+
+def test_a_hosted_reranker_outage_in_a_deeper_retry_is_a_failure_not_an_answer(env):
+    from rerank_server import RerankServer
+
+    from kohaku_rag.answering.answer import answer_question
+    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.llm.openai_compat import OpenAIChat
+    from kohaku_rag.retrieval.retriever import open_retriever
+
+    settings, server, questions = env
+    question = "How many tCO2e did training emit?"
+    with RerankServer() as reranker:
+        folder = settings.lake.root / "configs"
+        folder.mkdir(exist_ok=True)
+        llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
+        spec = {"backend": "http", "url": reranker.root + "/v1/rerank", "max_retries": 1}
+        data = {
+            "questions": str(questions),
+            "retrieval": {"use_planner": False, "top_k_final": 1, "reranker": spec},
+            "generation": {"llm": llm, "max_retries": 1},
+        }
+        (folder / "rr.json").write_text(json.dumps(data))
+        cfg = load_qa_config(folder / "rr.json")
+        retriever = open_retriever(settings.lake, settings.index_config())
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
+        server.blank_first[question] = 1  # the first attempt abstains: the retry searches deeper
+        reranker.faults.extend([200, 500, 500])  # the first search reranks; the deeper one finds it down
+        pred = answer_question(Question("q1", question, "tCO2e"), retriever, chat, cfg)
+        assert pred.error and "rerank request failed" in pred.error
+        assert pred.attempts == 1  # asked once; the deeper attempt never reached the LLM
+        # Healthy again: the same question is answered from the deeper context.
+        server.blank_first[question] = 1
+        pred = answer_question(Question("q1", question, "tCO2e"), retriever, chat, cfg)
+        assert not pred.error and pred.attempts == 2 and pred.answer.answer_value == "4.3"
