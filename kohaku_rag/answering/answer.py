@@ -244,17 +244,9 @@ def build_messages(
     return (Message("system", SYSTEM), Message("user", user))
 
 
-# A number (signs, decimals, thousands separators, exponents) or a [low,high] range of two.
-# "[.]" rather than a backslash-escaped dot: llama.cpp's grammar parser refuses that escape.
-NUMERIC_VALUE = r"^(-?[0-9][0-9,]*([.][0-9]+)?([eE]-?[0-9]+)?|\[-?[0-9][0-9,.]*,-?[0-9][0-9,.]*\])$"
-
-
-def answer_schema(
-    doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = (), numeric: bool = False
-) -> dict[str, Any]:
+def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = ()) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
-    (context sentences), the reply first copies one of them verbatim; with `numeric`,
-    answer_value is a number or a range (NUMERIC_VALUE; is_blank says "no answer"). The unit is the
+    (context sentences), the reply first copies one of them verbatim. The unit is the
     question's, so the reply does not write it: a forced `"answer_unit": "is_blank"` right
     before `is_blank` led the embedded model to abstain after giving the right answer."""
     refs: dict[str, Any] = (
@@ -262,12 +254,11 @@ def answer_schema(
         if doc_ids
         else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
     )
+    # A free string, not a number pattern, for questions with a unit: constrained to a number
+    # or a "[low,high]" pattern, the bundled model wrote ranges as "80" or "300,1000"
+    # (bench/answer_settings.py, 2026-11-24: WattBot train 0.646 -> 0.609).
     value: dict[str, Any] = (
-        {"type": "string", "enum": ["1", "0"]}
-        if true_false
-        else {"type": "string", "pattern": NUMERIC_VALUE, "maxLength": 60}
-        if numeric
-        else {"type": "string", "maxLength": 60}
+        {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
     )
     quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
@@ -345,9 +336,7 @@ def answer_request(
         temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(
-            context_doc_ids(items), true_false, evidence, gen.numeric_values and unit_is_given(question.answer_unit)
-        ),
+        json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
         reply_logprobs=gen.reply_confidence,
     )
 

@@ -144,13 +144,11 @@ class GenerationPart:
     stage2_k: int = 10
     # Which documents an answer cites: "reply", every document the reply lists; "source",
     # one: the first listed whose snippets state the answer's value or hold its quoted
-    # evidence sentence, else the first listed. WattBot's gold names one document for 36 of
-    # 39 answerable train questions, and the bundled 1.5B model lists 2-3 where one states the
-    # answer (1 run on train: reference score 0.776 -> 0.866, bench/generation_methods.py).
+    # evidence sentence, else the first listed. WattBot's gold names one document for 37 of
+    # its 39 answerable train questions, and the bundled 1.5B model often lists 2-3 where one
+    # states the answer (1 run on train: reference score 0.776 -> 0.866, final 0.632 ->
+    # 0.646; bench/answer_settings.py).
     cite: Literal["reply", "source"] = "source"
-    # A question with a unit takes a number (or a [low,high] range) as answer_value: the
-    # reply's schema only admits those, so a small model cannot write a phrase there.
-    numeric_values: bool = False
 
     def __post_init__(self) -> None:
         if self.cite not in CITES:
@@ -301,9 +299,8 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
     ),
     GenerationPart: {
         **_defaults(GenerationPart, "prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
-        # Added with a new default: before them, every reply's refs were kept and values free.
+        # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",
-        "numeric_values": False,
     },
 }
 
