@@ -57,7 +57,7 @@ def test_answers_cite_their_source_through_the_server_unless_told_to_keep_the_re
 def test_cite_hashes_as_before_at_its_legacy_value():
     default = QAConfig(questions="/q.csv")
     legacy = qa_config_from_mapping({"questions": "/q.csv", "generation": {"cite": "reply"}})
-    # The generation hash of the default config before these keys existed (commit bd473d9):
+    # The generation hash of the default config before `cite` existed (commit bd473d9):
     # stored predictions of that default are reused only by a config that still answers that way.
     assert legacy.generation_hash == "45f02e1ce7ba5e37"
     assert default.generation_hash != legacy.generation_hash
