@@ -28,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from methods import bundled_chat  # noqa: E402
 from retrieval_eval import print_running_scores  # noqa: E402
 
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
@@ -39,9 +40,6 @@ from kohaku_rag.evaluation.score import score_question  # noqa: E402
 from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
-from kohaku_rag.llm import CachedChat  # noqa: E402
-from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
-from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
 from kohaku_rag.retrieval.retriever import open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,7 +68,7 @@ def main() -> None:
     lake = Lake(args.lake)
     known = corpus_ids(lake)
     retriever = open_retriever(lake, recorded_index_config(lake))
-    chat = CachedChat(LlamaCppChat(ensure_bundled_model(args.models), n_ctx=4096), args.work / "llm")
+    chat = bundled_chat(args)
     searcher = answering_searcher(retriever, base.retrieval, chat)  # retrieval is the same for all
 
     preds: dict[str, dict[str, Answer]] = {n: {} for n in names}

@@ -42,7 +42,7 @@ from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
-from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, UnusableReply, extract_json, loads_json, word_logodds
+from kohaku_rag.llm.base import UnusableReply, extract_json, loads_json, one_word_request, word_logodds
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import ContextItem
@@ -279,6 +279,12 @@ def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Se
     }
 
 
+def enum_spelling(text: str) -> str:
+    """`text` as a schema enum offers it: llama.cpp's schema-to-grammar step mis-escapes '"'
+    and '\\' inside enum values."""
+    return text.replace('"', "'").replace("\\", "/")
+
+
 def evidence_sentences(items: Sequence[ContextItem], max_chars: int = 200, limit: int = 80) -> list[str]:
     """The context's sentences, each clipped to `max_chars`, as the choices of the reply's
     `evidence` field: a verbatim quote keeps a small model from paraphrasing the question
@@ -286,8 +292,7 @@ def evidence_sentences(items: Sequence[ContextItem], max_chars: int = 200, limit
     out: dict[str, None] = {}
     for item in items:
         for sentence in split_sentences(item.text):
-            # llama.cpp's schema-to-grammar step mis-escapes '"' and '\\' inside enum values.
-            sentence = sentence.replace('"', "'").replace("\\", "/")[:max_chars].rstrip()
+            sentence = enum_spelling(sentence)[:max_chars].rstrip()
             if len(sentence) >= 20:
                 out.setdefault(sentence, None)
     return list(out)[:limit]
@@ -372,20 +377,14 @@ def cite_source(answer: Answer, items: Sequence[ContextItem]) -> Answer:
     hold its quoted evidence sentence, else the first it cites (`cite = "source"`)."""
     if len(answer.ref_id) <= 1:
         return answer
-    # The quote was offered as evidence_sentences() wrote it: compare in that spelling.
+    # The quote was offered in the enum's spelling (evidence_sentences): compare in it.
     quote = answer.supporting_materials.strip()[:100]
 
-    def supports(doc_id: str) -> bool:
-        for item in items:
-            if item.doc_id != doc_id:
-                continue
-            if _states(item.text, answer.answer_value):
-                return True
-            if quote and quote in item.text.replace('"', "'").replace("\\", "/"):
-                return True
-        return False
+    def supports(item: ContextItem) -> bool:
+        return _states(item.text, answer.answer_value) or bool(quote and quote in enum_spelling(item.text))
 
-    source = next((d for d in answer.ref_id if supports(d)), answer.ref_id[0])
+    stating = {i.doc_id for i in items if supports(i)}
+    source = next((d for d in answer.ref_id if d in stating), answer.ref_id[0])
     return dataclasses.replace(answer, ref_id=(source,))
 
 
@@ -405,12 +404,7 @@ def verdict_request(question: Question, items: Sequence[ContextItem], gen: Gener
         f"{format_context(items, gen.snippet_titles)}\n\nStatement: {statement_of(question)}\n"
         "According to the context, is the statement true or false? Reply with one word: True or False."
     )
-    return ChatRequest(
-        (Message("system", VERDICT_SYSTEM), Message("user", user)),
-        temperature=0.0,
-        max_tokens=1,
-        top_logprobs=MAX_TOP_LOGPROBS,
-    )
+    return one_word_request(VERDICT_SYSTEM, user)
 
 
 def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:

@@ -96,43 +96,37 @@ ROUTES: dict[QuestionType, Route] = {
 }
 TYPES: tuple[QuestionType, ...] = tuple(ROUTES)
 
+
+def _any_of(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p, re.IGNORECASE) for p in patterns)
+
+
 _PATTERNS: dict[QuestionType, tuple[re.Pattern[str], ...]] = {
-    "table_extraction": tuple(
-        re.compile(p, re.IGNORECASE)
-        for p in (
-            r"\btables?\b",
-            r"\bwhich of the (following|models|systems|methods)\b",
-            r"\b(highest|lowest|largest|smallest|fastest|slowest)\b",
-            r"\bdifference between\b",
-        )
+    "table_extraction": _any_of(
+        r"\btables?\b",
+        r"\bwhich of the (following|models|systems|methods)\b",
+        r"\b(highest|lowest|largest|smallest|fastest|slowest)\b",
+        r"\bdifference between\b",
     ),
-    "score_extraction": tuple(
-        re.compile(p, re.IGNORECASE)
-        for p in (
-            r"\b(scores?|accuracy|bleu|rouge|f1|perplexity|precision|recall)\b",
-            r"\bpercent(age)?\b|%",
-            r"\b(rate|ratio|factor|speedup|efficiency|effectiveness)\b",
-            r"\bhow many times\b",
-        )
+    "score_extraction": _any_of(
+        r"\b(scores?|accuracy|bleu|rouge|f1|perplexity|precision|recall)\b",
+        r"\bpercent(age)?\b|%",
+        r"\b(rate|ratio|factor|speedup|efficiency|effectiveness)\b",
+        r"\bhow many times\b",
     ),
-    "numeric_counting": tuple(
-        re.compile(p, re.IGNORECASE) for p in (r"^\W*how many\b", r"\bnumber of\b", r"\bhow much\b", r"\bcount\b")
-    ),
+    "numeric_counting": _any_of(r"^\W*how many\b", r"\bnumber of\b", r"\bhow much\b", r"\bcount\b"),
     # A model named with a version or size: GPT-3, LLaMA-33B, Llama-3.1, Qwen 72B, 6.1B-parameter.
     "model_specific": (
         re.compile(r"\b[A-Za-z][A-Za-z.]*-\d[\w.]*"),
         re.compile(r"\b\d+(\.\d+)?[BM]\b"),
         re.compile(r"\b\d+(\.\d+)?[BM]-param"),
     ),
-    "term_extraction": tuple(
-        re.compile(p, re.IGNORECASE)
-        for p in (
-            r"\b(what|which) (is|was|are|were) the (term|name|acronym|abbreviation)\b",
-            r"\b(what|which) (dataset|benchmark|term|method|metric|framework|tool|technique|library)\b",
-            r"\b(is|are) (called|known as|termed)\b",
-            r"\bstands? for\b",
-            r"\bdefined as\b",
-        )
+    "term_extraction": _any_of(
+        r"\b(what|which) (is|was|are|were) the (term|name|acronym|abbreviation)\b",
+        r"\b(what|which) (dataset|benchmark|term|method|metric|framework|tool|technique|library)\b",
+        r"\b(is|are) (called|known as|termed)\b",
+        r"\bstands? for\b",
+        r"\bdefined as\b",
     ),
 }
 

@@ -66,6 +66,18 @@ def schema_json(schema: Mapping[str, Any]) -> str:
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit
 
 
+def one_word_request(system: str, user: str, reuse_prefix: bool = False) -> ChatRequest:
+    """A request for one reply token, read as its alternatives' probabilities (no sampling):
+    what `word_logodds` scores."""
+    return ChatRequest(
+        (Message("system", system), Message("user", user)),
+        temperature=0.0,
+        max_tokens=1,
+        top_logprobs=MAX_TOP_LOGPROBS,
+        reuse_prefix=reuse_prefix,
+    )
+
+
 def word_logodds(top_logprobs: Sequence[tuple[str, float]], word: str, other: str) -> float | None:
     """log P(word) - log P(other) over a first token's alternatives ("True", " true", ...
     pooled, case and spaces ignored). A word missing from the list is at most as likely as

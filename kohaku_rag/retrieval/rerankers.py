@@ -40,7 +40,7 @@ from kohaku_rag.http_retry import (
     url_secrets,
 )
 from kohaku_rag.llm import LLMSpec, make_chat_model
-from kohaku_rag.llm.base import MAX_TOP_LOGPROBS, ChatModel, ChatRequest, ChatResult, Message, word_logodds
+from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, Message, one_word_request, word_logodds
 
 __all__ = [
     "EmbeddingReranker",
@@ -219,13 +219,7 @@ def relevance_request(query: str, passage: str) -> ChatRequest:
         f"Question: {query}\n\nPassage:\n{passage}\n\n"
         "Does the passage contain information that answers the question? Reply with one word: Yes or No."
     )
-    return ChatRequest(
-        (Message("system", RELEVANCE_SYSTEM), Message("user", user)),
-        temperature=0.0,
-        max_tokens=1,
-        top_logprobs=MAX_TOP_LOGPROBS,
-        reuse_prefix=True,
-    )
+    return one_word_request(RELEVANCE_SYSTEM, user, reuse_prefix=True)
 
 
 def yes_no_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float:

@@ -2,13 +2,10 @@
 and per test a copy of it with a question file, a base config and a seeded fake QA server."""
 
 import json
-import shutil
 
 import pytest
 from corpus_docs import indexed_corpus
-from qa_server import QUESTIONS, QAServer
-
-from kohaku_assets.resources import KohakuSettings
+from qa_server import QAServer, qa_lake
 
 
 class SeededQAServer(QAServer):
@@ -36,20 +33,8 @@ def built(tmp_path_factory):
 
 @pytest.fixture()
 def env(built, tmp_path, monkeypatch):
-    lake = tmp_path / "lake"
-    shutil.copytree(built / "lake", lake)
-    corpus = tmp_path / "corpus"
-    shutil.copytree(built / "corpus", corpus)
-    monkeypatch.setenv("DAGSTER_HOME", str(lake / ".dagster"))
-    monkeypatch.setenv("KOHAKU_LAKE", str(lake))
-    monkeypatch.setenv("KOHAKU_CORPUS", str(corpus))
-    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
-    questions = tmp_path / "questions.csv"
-    lines = ["id,question,answer,answer_value,answer_unit,ref_id"]
-    for i, (q, (unit, value, doc)) in enumerate(QUESTIONS.items(), start=1):
-        lines.append(f"q{i},{q},{value} {unit},{value},{unit},['{doc}']")
-    questions.write_text("\n".join(lines) + "\n")
-    settings = KohakuSettings(lake_root=str(lake), corpus_dir=str(corpus))
+    settings, questions = qa_lake(built, tmp_path, monkeypatch, copy_corpus=True)
+    lake = settings.lake.root
     with SeededQAServer() as server:
         folder = lake / "configs"
         folder.mkdir(exist_ok=True)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import threading
+from pathlib import Path
 
+import pytest
 from chat_server import ChatServer
 
+from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.retrieval.retriever import ContextItem
 
@@ -77,6 +81,28 @@ class QAServer(ChatServer):
                 "is_blank": False,
             }
         )
+
+
+def qa_lake(
+    built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, copy_corpus: bool = False
+) -> tuple[KohakuSettings, Path]:
+    """A per-test copy of an `indexed_corpus` lake (and corpus, when the test edits it), made
+    the environment's lake, and a question file of QUESTIONS: (settings, questions path)."""
+    lake = tmp_path / "lake"
+    shutil.copytree(built / "lake", lake)
+    corpus = built / "corpus"
+    if copy_corpus:
+        corpus = Path(shutil.copytree(corpus, tmp_path / "corpus"))
+        monkeypatch.setenv("KOHAKU_CORPUS", str(corpus))
+    monkeypatch.setenv("DAGSTER_HOME", str(lake / ".dagster"))
+    monkeypatch.setenv("KOHAKU_LAKE", str(lake))
+    monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
+    questions = tmp_path / "questions.csv"
+    lines = ["id,question,answer,answer_value,answer_unit,ref_id"]
+    for i, (q, (unit, value, doc)) in enumerate(QUESTIONS.items(), start=1):
+        lines.append(f"q{i},{q},{value} {unit},{value},{unit},['{doc}']")
+    questions.write_text("\n".join(lines) + "\n")
+    return KohakuSettings(lake_root=str(lake), corpus_dir=str(corpus)), questions
 
 
 def response_schema(body):
