@@ -17,6 +17,7 @@ from typing import Literal
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 
 CONTENTS = ("all", "text")
+PACKS = ("paragraphs", "windows")
 RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none")
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
 # formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
@@ -113,6 +114,30 @@ class RetrievalConfig:
     rerank_top_n: int = 50
     rerank_passage_chars: int = 1200
 
+    # ── Issue 25's levers (the README's "More evidence per character"); their defaults
+    # leave retrieval exactly as above. ──
+    # How the context is packed into the budget: "paragraphs", whole units in rank order;
+    # "windows", each unit's `window_sentences` best-matching sentences (IDF-weighted
+    # question terms) with `window_neighbours` sentences either side, merged, in document
+    # order (retrieval/windows.py); a unit under `window_min_chars` stays whole.
+    pack: Literal["paragraphs", "windows"] = "paragraphs"
+    window_sentences: int = 2
+    window_neighbours: int = 1
+    window_min_chars: int = 400
+    # BM25F-style title/section field: a paragraph's BM25 score adds field_weight x the BM25
+    # score of its document title and section heading (0: off; retrieval/lexical.py).
+    field_weight: float = 0.0
+    # A fixed-size passage index (passage_tokens tokens, passage_overlap shared with the
+    # next) fused into each query's RRF with this weight (0: off).
+    passage_weight: float = 0.0
+    passage_tokens: int = 256
+    passage_overlap: int = 64
+    # RM3 pseudo-relevance feedback for BM25: the rm3_terms best terms of the first pass's
+    # top rm3_docs paragraphs join the query, which keeps rm3_query_weight (0 terms: off).
+    rm3_terms: int = 0
+    rm3_docs: int = 10
+    rm3_query_weight: float = 0.6
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
         object.__setattr__(self, "metadata_fields", tuple(self.metadata_fields))
@@ -151,6 +176,21 @@ class RetrievalConfig:
             raise ValueError(f"dense_kinds {unknown} are not among {', '.join(DENSE_KINDS)}")
         if self.content not in CONTENTS:
             raise ValueError(f"content {self.content!r} is not one of {', '.join(CONTENTS)}")
+        if self.pack not in PACKS:
+            raise ValueError(f"pack {self.pack!r} is not one of {', '.join(PACKS)}")
+        for name in ("window_sentences", "rm3_docs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("window_neighbours", "window_min_chars", "field_weight", "passage_weight", "rm3_terms"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.passage_tokens < 16 or not 0 <= self.passage_overlap < self.passage_tokens:
+            raise ValueError(
+                f"passage_tokens must be >= 16 and 0 <= passage_overlap < passage_tokens, got "
+                f"{self.passage_tokens} and {self.passage_overlap}"
+            )
+        if not 0.0 <= self.rm3_query_weight <= 1.0:
+            raise ValueError(f"rm3_query_weight {self.rm3_query_weight} is outside [0, 1]")
         if self.top_k == 0 and self.bm25_top_k == 0:
             raise ValueError("top_k and bm25_top_k are both 0: nothing would be searched")
 
