@@ -5,7 +5,7 @@ gold-document MRR, R@1, evidence recall at 4,000 and 8,000 context characters (e
 setting's own packing: whole paragraphs or sentence windows) and ms per query (search and
 packing), with the question alone (no LLM; bench/retrieval_eval.py).
 
-    python bench/evidence_levers.py --lake LAKE [--corpus DIR] [--only NAME,NAME]
+    python bench/evidence_levers.py --lake LAKE [--corpus DIR] [--only 'NAME|NAME']
 
 `--llm N` then answers the first N train questions with the bundled LLM for the default
 QA config and each config named by `--llm-configs` (QA config files), question by question,
@@ -44,7 +44,7 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
 from kohaku_rag.retrieval.retriever import ContextItem, Retriever, open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-BUDGETS = (4000, 8000)
+BUDGETS = (2000, 4000, 8000)  # 2,000: evidence per character, where windows should show
 WINDOWS = {"pack": "windows"}
 SETTINGS: dict[str, dict[str, object]] = {
     "default": {},
@@ -56,12 +56,14 @@ SETTINGS: dict[str, dict[str, object]] = {
     "field (title/section) 1.0": {"field_weight": 1.0},
     "passages 256/64, w 0.5": {"passage_weight": 0.5},
     "passages 256/64, w 1.0": {"passage_weight": 1.0},
+    "passages 256/64, w 1.5": {"passage_weight": 1.5},
+    "passages 128/32, w 1.0": {"passage_weight": 1.0, "passage_tokens": 128, "passage_overlap": 32},
     "RM3 10 terms, 10 docs": {"rm3_terms": 10},
     "RM3 20 terms, 5 docs, 0.7": {"rm3_terms": 20, "rm3_docs": 5, "rm3_query_weight": 0.7},
-    "windows + passages 0.5": {**WINDOWS, "passage_weight": 0.5},
-    "windows + field 0.3": {**WINDOWS, "field_weight": 0.3},
-    "windows + field + passages": {**WINDOWS, "field_weight": 0.3, "passage_weight": 0.5},
-    "windows 32u + field + passages": {**WINDOWS, "top_k_final": 32, "field_weight": 0.3, "passage_weight": 0.5},
+    "passages 1.0 + windows": {**WINDOWS, "passage_weight": 1.0},
+    "passages 1.0 + windows, 24 units": {**WINDOWS, "passage_weight": 1.0, "top_k_final": 24},
+    "passages 1.0 + field 0.3": {"passage_weight": 1.0, "field_weight": 0.3},
+    "passages 1.0 + RM3 10": {"passage_weight": 1.0, "rm3_terms": 10},
 }
 
 
@@ -79,7 +81,8 @@ def measure(retriever: Retriever, gold: list, cfg: RetrievalConfig) -> Metrics: 
 
 def row(name: str, m: Metrics) -> str:
     return (
-        f"{name:<32} {m.mrr:6.3f} {m.recall_at_1:6.3f} {m.evidence[4000]:6.3f} {m.evidence[8000]:6.3f} "
+        f"{name:<32} {m.mrr:6.3f} {m.recall_at_1:6.3f} {m.evidence[2000]:6.3f} {m.evidence[4000]:6.3f} "
+        f"{m.evidence[8000]:6.3f} "
         f"{1000 * m.seconds_per_query:6.0f}"
     )
 
@@ -88,7 +91,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lake", type=Path, required=True, help="a lake with the WattBot index built")
     parser.add_argument("--wattbot", type=Path, default=REPO.parent / "shared" / "wattbot")
-    parser.add_argument("--only", default="", help="comma-separated setting names (default: all)")
+    parser.add_argument("--only", default="", help="setting names separated by | (default: all)")
     parser.add_argument("--llm", type=int, default=0, help="train questions answered with the bundled LLM")
     parser.add_argument("--llm-configs", default="", help="comma-separated QA config files compared to the default")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku-bench-25/work"), help="LLM reply cache")
@@ -101,8 +104,8 @@ def main() -> None:
     if index_cfg is None:
         raise SystemExit(f"{lake.root}: no index_config.json; index the corpus first")
     retriever = open_retriever(lake, index_cfg)
-    names = [n for n in args.only.split(",") if n] or list(SETTINGS)
-    header = f"{'setting':<32} {'MRR':>6} {'R@1':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/q':>6}"
+    names = [n for n in args.only.split("|") if n] or list(SETTINGS)
+    header = f"{'setting':<32} {'MRR':>6} {'R@1':>6} {'ev@2K':>6} {'ev@4K':>6} {'ev@8K':>6} {'ms/q':>6}"
     print(f"{len(gold)} train questions with a gold document; question alone, no LLM\n\n{header}\n" + "-" * len(header))
     for name in names if args.llm == 0 or args.only else []:
         cfg = replace(RetrievalConfig(), **SETTINGS[name])  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kohaku_rag.answering.citing import cite_source
+from kohaku_rag.answering.compute import compute, with_working
 from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
 from kohaku_rag.answering.planner import plan_queries
 from kohaku_rag.answering.prediction import Prediction, prediction_from_row
@@ -28,6 +29,7 @@ from kohaku_rag.answering.prompt import (
     ImageLoader,
     answer_request,
     build_messages,
+    computes,
     context_doc_ids,
     evidence_sentences,
     format_context,
@@ -36,7 +38,7 @@ from kohaku_rag.answering.prompt import (
 )
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.question_types import search_config
-from kohaku_rag.answering.reply import parse_reply, with_confidence
+from kohaku_rag.answering.reply import parse_reply, reply_json, with_confidence
 from kohaku_rag.answering.stages import SINGLE, Stage, stage_for
 from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
 from kohaku_rag.errors import BackendError, RetriesExhausted
@@ -107,6 +109,7 @@ class _Run:
     items: tuple[ContextItem, ...] = ()
     error: str = ""
     verdict_logodds: float | None = None
+    working: str = ""
     log: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
@@ -138,6 +141,7 @@ def _ask(
         for run, res in zip(runs, results, strict=True):
             run.attempts += 1
             run.items = tuple(items)
+            run.working = ""
             reply = f"{type(res).__name__}: {res}" if isinstance(res, Exception) else res.text
             kind = "answer" if stage.name == "single" else f"answer ({stage.name})"
             run.log.append({"attempt": run.attempts, "kind": kind, "k": len(items), "prompt": prompt, "reply": reply})
@@ -151,8 +155,16 @@ def _ask(
                 continue
             _count(run, res)
             answer = parse_reply(res.text, question, doc_ids)
-            if gen.cite == "source":
+            working = None
+            if computes(question, gen) and not answer.is_blank:
+                working = compute(reply_json(res.text) or {}, items, question.answer_unit)
+            if working is not None and working.result:
+                answer = with_working(answer, working, doc_ids)  # cites every operand's document
+            elif gen.cite == "source":
                 answer = cite_source(answer, items)
+            if working is not None and not working.founded and gen.abstain == "unfounded":
+                answer = Answer.blank(question.answer_unit)
+            run.working = working.to_json() if working is not None else ""
             run.answer = with_confidence(answer, res)
         return items
 
@@ -265,6 +277,7 @@ def answer_runs(
                 cached_calls=run.cached_calls,
                 error=run.error,
                 verdict_logodds=run.verdict_logodds,
+                working=run.working,
                 context=run.items,
                 debug=tuple(run.log),
             )

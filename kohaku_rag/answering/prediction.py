@@ -32,6 +32,8 @@ class Prediction:
     error: str = ""
     # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
     verdict_logodds: float | None = None
+    # A computed answer's working (compute.py's Working as JSON; "" when none was written).
+    working: str = ""
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
     # Every LLM call of this run: {"attempt", "kind" (answer/verdict), "k", "prompt", "reply"}
     # (stored in the debug table, not in rows).
@@ -69,6 +71,7 @@ class Prediction:
             "error": self.error,
             "verdict_logodds": self.verdict_logodds,
             "confidence": a.confidence,
+            "working": self.working,
             "cited_nodes": [i.node_id for i in self.cited()],
         }
 

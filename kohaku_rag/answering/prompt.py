@@ -32,6 +32,7 @@ SYSTEM = (
     "Reply with JSON only."
 )
 MEDIA = ("image", "table")
+OPERAND_NAMES = ("a", "b", "c", "d", "e")  # compute.py's operands
 
 
 def unit_is_given(unit: str) -> bool:
@@ -86,9 +87,11 @@ def build_messages(
     quote: bool = False,
     instruction: str = "",
     blank_rule: str = BLANK_RULE,
+    compute: bool = False,
 ) -> tuple[Message, ...]:
     """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
-    line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's)."""
+    line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's);
+    `compute` asks for operands and an expression (compute.py)."""
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -114,6 +117,7 @@ def build_messages(
             "Fill in the JSON:",
             *evidence_rule,
             "explanation: a few words quoting the fact from the context.",
+            *([COMPUTE_RULE] if compute else []),
             "answer: the answer in a few words.",
             value_rule,
             "ref_id: the ref_id of each passage you used.",
@@ -127,7 +131,9 @@ def build_messages(
     return (Message("system", SYSTEM), Message("user", user))
 
 
-def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = ()) -> dict[str, Any]:
+def answer_schema(
+    doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = (), compute: bool = False
+) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
     (context sentences), the reply first copies one of them verbatim. The unit is the
     question's, so the reply does not write it: a forced `"answer_unit": "is_blank"` right
@@ -144,6 +150,7 @@ def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Se
         {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
     )
     quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
+    working = operand_schema(doc_ids) if compute else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
     # written in this order, so the model quotes before it commits to an answer.
     return {
@@ -152,14 +159,46 @@ def answer_schema(doc_ids: Sequence[str], true_false: bool = False, evidence: Se
         "properties": {
             **quote,
             "explanation": {"type": "string", "maxLength": 120},
+            **working,
             "answer": {"type": "string", "maxLength": 80},
             "answer_value": value,
             "ref_id": refs,
             "is_blank": {"type": "boolean"},
         },
-        "required": [*quote, "explanation", "answer", "answer_value", "ref_id", "is_blank"],
+        "required": [*quote, "explanation", *working, "answer", "answer_value", "ref_id", "is_blank"],
         "additionalProperties": False,
     }
+
+
+def operand_schema(doc_ids: Sequence[str]) -> dict[str, Any]:
+    """The reply's `operands` (up to 5) and `expression` properties."""
+    ref: dict[str, Any] = {"type": "string", "enum": list(doc_ids)} if doc_ids else {"type": "string"}
+    return {
+        "operands": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": len(OPERAND_NAMES),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "enum": list(OPERAND_NAMES)},
+                    "value": {"type": "string", "maxLength": 24},
+                    "unit": {"type": "string", "maxLength": 30},
+                    "ref_id": ref,
+                },
+                "required": ["name", "value", "unit", "ref_id"],
+                "additionalProperties": False,
+            },
+        },
+        "expression": {"type": "string", "maxLength": 60},
+    }
+
+
+COMPUTE_RULE = (
+    "operands: each number you use, copied from the context (name a, b, ...; value; its unit; "
+    "the ref_id it came from). expression: the arithmetic over those names that gives the "
+    'answer (e.g. "a / b", "(a - b) / b * 100", "a * 24"), or "a" when the context states it.'
+)
 
 
 def enum_spelling(text: str) -> str:
@@ -196,6 +235,11 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
     return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
 
 
+def computes(question: Question, gen: GenerationPart) -> bool:
+    """Whether the reply writes its working (compute = "expression", a question with a unit)."""
+    return gen.compute == "expression" and unit_is_given(question.answer_unit) and not is_true_false(question)
+
+
 def answer_request(
     question: Question,
     items: Sequence[ContextItem],
@@ -207,6 +251,7 @@ def answer_request(
     true_false = is_true_false(question)
     quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
     evidence = evidence_sentences(items) if quote else []
+    compute = computes(question, gen)
     system, user = build_messages(
         question,
         items,
@@ -215,6 +260,7 @@ def answer_request(
         bool(evidence),
         stage.instruction,
         stage.blank_rule,
+        compute,
     )
     attached = figure_images(items, gen.img_k, images)
     if attached:
@@ -224,7 +270,7 @@ def answer_request(
         temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), true_false, evidence),
+        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute),
         reply_logprobs=gen.reply_confidence,
     )
 

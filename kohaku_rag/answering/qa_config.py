@@ -38,6 +38,8 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 QUOTE_EVIDENCE = ("off", "true_false", "all")
 TRUE_FALSE_VERDICTS = ("probability", "reply")
 CITES = ("reply", "source")
+COMPUTES = ("off", "expression")
+ABSTAINS = ("off", "unfounded")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
 ANSWER_FORMAT = 2
@@ -149,8 +151,23 @@ class GenerationPart:
     # states the answer (1 run on train: reference score 0.776 -> 0.866, final 0.632 ->
     # 0.646; bench/answer_settings.py).
     cite: Literal["reply", "source"] = "source"
+    # Computed answers (compute.py): for a question with a unit, "expression" has the reply
+    # quote its operands (value, unit, ref_id) and write the arithmetic over them; every
+    # operand is checked against the context, put in the question's unit, and the
+    # expression evaluated by an AST whitelist; the result replaces the reply's value and the
+    # answer cites every operand's document. "off": the reply's own number.
+    compute: Literal["off", "expression"] = "off"
+    # Abstention: "unfounded" turns an answer whose operands are not stated in the context
+    # (compute = "expression") into a blank, after the deepest retry too; "off" keeps it.
+    abstain: Literal["off", "unfounded"] = "off"
 
     def __post_init__(self) -> None:
+        if self.compute not in COMPUTES:
+            raise ValueError(f"compute {self.compute!r} is not one of {', '.join(COMPUTES)}")
+        if self.abstain not in ABSTAINS:
+            raise ValueError(f"abstain {self.abstain!r} is not one of {', '.join(ABSTAINS)}")
+        if self.abstain == "unfounded" and self.compute == "off":
+            raise ValueError('abstain = "unfounded" judges the operands: it needs compute = "expression"')
         if self.cite not in CITES:
             raise ValueError(f"cite {self.cite!r} is not one of {', '.join(CITES)}")
         if self.max_retries < 0:
@@ -309,7 +326,16 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "rm3_query_weight",
     ),
     GenerationPart: {
-        **_defaults(GenerationPart, "prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
+        **_defaults(
+            GenerationPart,
+            "prompt_routing",
+            "two_stage",
+            "stage1_temperature",
+            "stage1_k",
+            "stage2_k",
+            "compute",
+            "abstain",
+        ),
         # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",
     },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -13,11 +14,17 @@ from kohaku_rag.llm import ChatResult
 from kohaku_rag.llm.base import extract_json, loads_json
 
 
-def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer:
-    """The reply as a normalised Answer; unusable replies and is_blank become the abstention."""
+def reply_json(text: str) -> dict[str, Any] | None:
+    """The reply's JSON object (None when it holds none)."""
     raw = extract_json(text)
     data = loads_json(raw) if raw is not None else None
-    if not isinstance(data, dict) or data.get("is_blank") is True:
+    return data if isinstance(data, dict) else None
+
+
+def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer:
+    """The reply as a normalised Answer; unusable replies and is_blank become the abstention."""
+    data = reply_json(text)
+    if data is None or data.get("is_blank") is True:
         return Answer.blank(question.answer_unit)
     refs = data.get("ref_id")
     refs = [refs] if isinstance(refs, str) else refs if isinstance(refs, list) else []

@@ -27,10 +27,17 @@ def test_window_spans_merge_overlaps_and_keep_document_order() -> None:
     assert window_spans(scores, best=2, neighbours=1) == [(0, 5)]  # 1±1 and 3±1 touch: one window
     assert window_spans(scores, best=3, neighbours=0) == [(1, 2), (3, 4), (7, 8)]
     assert window_spans([0.0, 0.0, 0.0], best=2, neighbours=1) == [(0, 2)]  # nothing matches: the opening
+    assert window_spans(scores, best=1, neighbours=0, keep=[6]) == [(1, 2), (6, 7)]
     assert window_spans([], best=2, neighbours=1) == []
     sentences = [f"S{i}." for i in range(8)]
     assert window_text(sentences, scores, best=1, neighbours=0) == "… S1. …"
     assert window_text(sentences, scores, best=3, neighbours=0) == "… S1. … S3. … S7."
+    # A caption stays: it says what the unit's numbers are.
+    captioned = [*sentences[:6], "The summaries of these Table 3: Models used for evaluation.", "S7."]
+    assert (
+        window_text(captioned, scores, best=1, neighbours=0)
+        == "… S1. … The summaries of these Table 3: Models used for evaluation. …"
+    )
 
 
 def test_rm3_adds_the_feedback_terms_and_keeps_the_query() -> None:
