@@ -29,6 +29,7 @@ from kohaku_rag.answering.prompt import (
     ImageLoader,
     answer_request,
     build_messages,
+    choices,
     computes,
     context_doc_ids,
     evidence_sentences,
@@ -154,7 +155,7 @@ def _ask(
                 run.answer = Answer.blank(question.answer_unit)
                 continue
             _count(run, res)
-            answer = parse_reply(res.text, question, doc_ids)
+            answer = parse_reply(res.text, question, doc_ids, chose=bool(choices(question, items, gen)))
             working = None
             if computes(question, gen) and not answer.is_blank:
                 working = compute(reply_json(res.text) or {}, items, question.answer_unit)

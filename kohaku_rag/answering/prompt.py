@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
 from kohaku_rag.evaluation.normalise import is_blank_value
@@ -88,14 +89,19 @@ def build_messages(
     instruction: str = "",
     blank_rule: str = BLANK_RULE,
     compute: bool = False,
+    options: Sequence[str] = (),
 ) -> tuple[Message, ...]:
     """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
     line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's);
-    `compute` asks for operands and an expression (compute.py)."""
+    `compute` asks for operands and an expression (compute.py); `options` are the candidate
+    values answer_value chooses from (choose.py)."""
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
         value_rule = f"answer_value: only the number in {unit} (no unit, no commas), or a range as [low,high]."
+        if options:
+            unit_line += f"\nCandidate values (in {unit}): {', '.join(options)}"
+            value_rule = choose_rule(compute)
     elif is_true_false(question):
         unit_line = "Answer unit: none (a true/false statement)"
         value_rule = "answer_value: 1 if the context shows the statement is true, 0 if it is false."
@@ -132,7 +138,11 @@ def build_messages(
 
 
 def answer_schema(
-    doc_ids: Sequence[str], true_false: bool = False, evidence: Sequence[str] = (), compute: bool = False
+    doc_ids: Sequence[str],
+    true_false: bool = False,
+    evidence: Sequence[str] = (),
+    compute: bool = False,
+    options: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
     (context sentences), the reply first copies one of them verbatim. The unit is the
@@ -149,6 +159,8 @@ def answer_schema(
     value: dict[str, Any] = (
         {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
     )
+    if options:
+        value = value_schema(options, compute)
     quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
     working = operand_schema(doc_ids) if compute else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
@@ -240,6 +252,13 @@ def computes(question: Question, gen: GenerationPart) -> bool:
     return gen.compute == "expression" and unit_is_given(question.answer_unit) and not is_true_false(question)
 
 
+def choices(question: Question, items: Sequence[ContextItem], gen: GenerationPart) -> list[str]:
+    """The candidate values answer_value chooses from ([] when it is free)."""
+    if gen.choose != "candidates" or not unit_is_given(question.answer_unit) or is_true_false(question):
+        return []
+    return candidates(items, question.answer_unit.strip())
+
+
 def answer_request(
     question: Question,
     items: Sequence[ContextItem],
@@ -252,6 +271,7 @@ def answer_request(
     quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
     evidence = evidence_sentences(items) if quote else []
     compute = computes(question, gen)
+    options = choices(question, items, gen)
     system, user = build_messages(
         question,
         items,
@@ -261,6 +281,7 @@ def answer_request(
         stage.instruction,
         stage.blank_rule,
         compute,
+        options,
     )
     attached = figure_images(items, gen.img_k, images)
     if attached:
@@ -270,7 +291,7 @@ def answer_request(
         temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute),
+        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute, options),
         reply_logprobs=gen.reply_confidence,
     )
 

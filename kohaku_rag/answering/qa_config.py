@@ -40,6 +40,7 @@ TRUE_FALSE_VERDICTS = ("probability", "reply")
 CITES = ("reply", "source")
 COMPUTES = ("off", "expression")
 ABSTAINS = ("off", "unfounded")
+CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
 ANSWER_FORMAT = 2
@@ -160,12 +161,18 @@ class GenerationPart:
     # Abstention: "unfounded" turns an answer whose operands are not stated in the context
     # (compute = "expression") into a blank, after the deepest retry too; "off" keeps it.
     abstain: Literal["off", "unfounded"] = "off"
+    # Choose, don't generate (choose.py): for a question with a unit, "candidates" makes
+    # answer_value a choice among the values the context's marked sentences state in that
+    # unit (converted to it), "other", and with compute "computed"; "off": a free string.
+    choose: Literal["off", "candidates"] = "off"
 
     def __post_init__(self) -> None:
         if self.compute not in COMPUTES:
             raise ValueError(f"compute {self.compute!r} is not one of {', '.join(COMPUTES)}")
         if self.abstain not in ABSTAINS:
             raise ValueError(f"abstain {self.abstain!r} is not one of {', '.join(ABSTAINS)}")
+        if self.choose not in CHOOSES:
+            raise ValueError(f"choose {self.choose!r} is not one of {', '.join(CHOOSES)}")
         if self.abstain == "unfounded" and self.compute == "off":
             raise ValueError('abstain = "unfounded" judges the operands: it needs compute = "expression"')
         if self.cite not in CITES:
@@ -335,6 +342,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
             "stage2_k",
             "compute",
             "abstain",
+            "choose",
         ),
         # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",

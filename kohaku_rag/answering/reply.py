@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from kohaku_rag.answering.choose import COMPUTED, OTHER
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatResult
@@ -21,8 +22,10 @@ def reply_json(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer:
-    """The reply as a normalised Answer; unusable replies and is_blank become the abstention."""
+def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bool = False) -> Answer:
+    """The reply as a normalised Answer; unusable replies and is_blank become the abstention.
+    `chose`: answer_value was a choice (choose.py), whose "other"/"computed" mean the value
+    is in the reply's answer words (a computed result replaces it later)."""
     data = reply_json(text)
     if data is None or data.get("is_blank") is True:
         return Answer.blank(question.answer_unit)
@@ -33,11 +36,12 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str]) -> Answer
         dict.fromkeys(allowed[r.strip().lower()] for r in refs if isinstance(r, str) and r.strip().lower() in allowed)
     )
     words, explanation = str(data.get("answer") or "").strip(), str(data.get("explanation") or "").strip()
+    value = str(data.get("answer_value") or "")
+    if chose and value in (OTHER, COMPUTED):
+        value = words
     answer = Answer(
         answer=words,
-        answer_value=expand_stated_magnitude(
-            str(data.get("answer_value") or ""), question.answer_unit, [words, explanation]
-        ),
+        answer_value=expand_stated_magnitude(value, question.answer_unit, [words, explanation]),
         answer_unit=question.answer_unit,
         ref_id=cited,
         explanation=explanation,

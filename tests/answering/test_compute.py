@@ -161,3 +161,55 @@ def test_compute_keys_hash_as_before_at_their_legacy_values() -> None:
     off = QAConfig(questions="/q.csv", generation=GenerationPart(compute="off", abstain="off"))
     on = QAConfig(questions="/q.csv", generation=GenerationPart(compute="expression"))
     assert off.generation_hash == base.generation_hash != on.generation_hash
+
+
+# ── choose, don't generate ─────────────────────────────────────────────────
+
+
+def test_candidates_are_the_marked_sentences_values_in_the_questions_unit() -> None:
+    from dataclasses import replace
+
+    from kohaku_rag.answering.choose import candidates
+
+    marked = [replace(i, marks=(i.text,)) for i in CONTEXT]
+    assert candidates(marked, "kWh") == ["8.11", "0.93"]  # 930 Wh in kWh; 72B, 7B and 5.439 are not energy
+    assert candidates(marked, "liters") == ["5439000"]  # "5.439 million liters"
+    # No value in the unit: every number the marked sentences state.
+    assert candidates(marked[:1], "days") == ["72", "8.11"]
+    assert candidates(CONTEXT, "kWh") == []  # nothing marked, nothing offered
+    sizes = item("d", "The 33B model takes 64.7 GB.")
+    assert candidates([replace(sizes, marks=(sizes.text,))], "GB") == ["64.7"]  # 33B counts parameters
+    assert candidates([item("d", "Share was 55 % and then 40 percent.")], "percent") == []
+    percent = item("d", "Share was 55 % and then 40 percent.")
+    assert candidates([replace(percent, marks=(percent.text,))], "percent") == ["55", "40"]
+
+
+def test_the_reply_chooses_among_the_candidates_or_says_other() -> None:
+    from dataclasses import replace
+
+    marked = [replace(i, marks=(i.text,)) for i in CONTEXT]
+    question = Question("q4", "How much energy did Qwen 7B use, in kWh?", "kWh")
+    gen = GenerationPart(choose="candidates", max_retries=0)
+    cfg = QAConfig(questions="q.csv", retrieval=RetrievalPart(use_planner=False), generation=gen)
+
+    class Marked:
+        def search(self, queries, cfg):  # noqa: ANN001, ANN201
+            return list(marked)
+
+    def ask(value: str, words: str):  # noqa: ANN202
+        content = json.dumps(
+            {"explanation": "e", "answer": words, "answer_value": value, "ref_id": ["other2024"], "is_blank": False}
+        )
+        with ChatServer() as server:
+            chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
+            server.script(answer_request(question, marked, gen, seed=0).messages[-1].content, Fault(content=content))
+            (prediction,) = answer_runs(question, [question.question], Marked(), chat, cfg, [0])
+            return prediction, server.requests[-1].body
+
+    chosen, sent = ask("0.93", "0.93 kWh")
+    assert chosen.answer.answer_value == "0.93"
+    schema = sent["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["answer_value"]["enum"] == ["8.11", "0.93", "other"]
+    assert "Candidate values (in kWh): 8.11, 0.93" in sent["messages"][-1]["content"]
+    other, _ = ask("other", "about 7 kWh")
+    assert other.answer.answer_value == "7"  # read from the reply's answer words
