@@ -289,7 +289,9 @@ def answer_runs(
 def plan_for(question: Question, chat: ChatModel, cfg: QAConfig) -> tuple[str, ...]:
     if not cfg.retrieval.use_planner:
         return (question.question,)
-    return plan_queries(question.question, chat, cfg.retrieval.planner_max_queries).queries
+    return plan_queries(
+        question.question, chat, cfg.retrieval.planner_max_queries, cfg.retrieval.planner_split_entities
+    ).queries
 
 
 def answer_question(

@@ -66,6 +66,9 @@ class RetrievalPart:
     # The paper's planner: the LLM writes up to n search queries; the question is always one.
     use_planner: bool = True
     planner_max_queries: int = 3
+    # Issue 25: the planner writes one query per model, paper or source a question compares
+    # or combines (planner.SPLIT_RULE); pair with `query_share` so each keeps its evidence.
+    planner_split_entities: bool = False
     # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
     planner_model: LLMSpec | None = None
     # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
@@ -306,6 +309,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "diverse_candidates",
         "diverse_n_know",
         "diverse_passage_chars",
+        "planner_split_entities",
     ),
     RetrievalConfig: _defaults(
         RetrievalConfig,
@@ -331,6 +335,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "rm3_terms",
         "rm3_docs",
         "rm3_query_weight",
+        "query_share",
     ),
     GenerationPart: {
         **_defaults(

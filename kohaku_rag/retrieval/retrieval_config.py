@@ -137,6 +137,10 @@ class RetrievalConfig:
     rm3_terms: int = 0
     rm3_docs: int = 10
     rm3_query_weight: float = 0.6
+    # A per-query share of the context: each planned query's best `query_share` units are
+    # kept (right after the question's best unit), so a question combining documents gets
+    # every sub-query's evidence, not only the question's (0: the reranked order alone).
+    query_share: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
@@ -181,7 +185,14 @@ class RetrievalConfig:
         for name in ("window_sentences", "rm3_docs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("window_neighbours", "window_min_chars", "field_weight", "passage_weight", "rm3_terms"):
+        for name in (
+            "window_neighbours",
+            "window_min_chars",
+            "field_weight",
+            "passage_weight",
+            "rm3_terms",
+            "query_share",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.passage_tokens < 16 or not 0 <= self.passage_overlap < self.passage_tokens:

@@ -192,6 +192,21 @@ def rerank(
     return sorted(units, key=key, reverse=True)
 
 
+def with_query_shares(
+    ranked: Sequence[UnitScore], per_query: Sequence[Mapping[str, float]], share: int
+) -> list[UnitScore]:
+    """The reranked units with every query's best `share` units moved up, right after the
+    first unit, in query order (issue 25: a sub-query per entity keeps its evidence)."""
+    if not ranked:
+        return []
+    by_id = {u.node_id: u for u in ranked}
+    head: dict[str, None] = {ranked[0].node_id: None}
+    for scores in per_query:
+        for node_id in sorted(scores, key=lambda n: -scores[n])[:share]:
+            head.setdefault(node_id, None)
+    return [by_id[n] for n in head if n in by_id] + [u for u in ranked if u.node_id not in head]
+
+
 def is_ancestor(ancestor: str, node_id: str) -> bool:
     return node_id.startswith(ancestor + ":")
 
@@ -422,6 +437,8 @@ class Retriever:
         # The first query is the question; the rest are the planner's rewrites.
         weights = [1.0] + [cfg.planned_query_weight] * (len(queries) - 1)
         ranked = rerank(per_query, cfg.rerank, cfg.alpha, weights)
+        if cfg.query_share > 0 and len(per_query) > 1:
+            ranked = with_query_shares(ranked, per_query, cfg.query_share)
         scores: dict[str, float] = {}
         targets: list[str] = []
         for unit in ranked:

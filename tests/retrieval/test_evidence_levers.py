@@ -168,3 +168,30 @@ def test_config_file_reads_the_lever_keys(tmp_path: Path) -> None:
     path.write_text('config_version = 2\n[retrieval]\npack = "windows"\nfield_weight = 0.3\nrm3_terms = 10\n')
     search = load_qa_config(path).retrieval.search
     assert (search.pack, search.field_weight, search.rm3_terms) == ("windows", 0.3, 10)
+
+
+def test_each_planned_query_keeps_its_best_units_with_a_query_share(retriever: Retriever) -> None:
+    from kohaku_rag.retrieval.retriever import UnitScore, with_query_shares
+
+    ranked = [UnitScore("a", 3, 2), UnitScore("b", 2, 2), UnitScore("c", 1, 1), UnitScore("d", 0.5, 1)]
+    per_query = [{"a": 3.0, "b": 2.0}, {"d": 0.5, "c": 0.1}]
+    assert [u.node_id for u in with_query_shares(ranked, per_query, 1)] == ["a", "d", "b", "c"]
+    assert with_query_shares([], per_query, 1) == []
+    # Two sub-queries, one unit of context: the question's best alone, unless each query has a share.
+    queries = ["flux capacitor array energy", "zorblat cooling"]
+    cut = replace(BM25_FIRST, top_k_final=2)
+    assert not any(n.startswith("delta2023") for n in [i.node_id for i in retriever.search(queries, cut)])
+    shared = [i.node_id for i in retriever.search(queries, replace(cut, query_share=1))]
+    assert shared[0].startswith("alpha2020") and shared[1] == "delta2023:sec1:p1"
+
+
+def test_the_planner_splits_per_entity_only_when_asked() -> None:
+    from kohaku_rag.answering.planner import SPLIT_RULE, plan_request
+    from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
+
+    question = "How many times more energy did model A use than model B?"
+    assert SPLIT_RULE in plan_request(question, 3, split_entities=True).messages[-1].content
+    assert SPLIT_RULE not in plan_request(question, 3).messages[-1].content
+    base = QAConfig()
+    assert replace(base, retrieval=RetrievalPart(planner_split_entities=False)).retrieval_hash == base.retrieval_hash
+    assert replace(base, retrieval=RetrievalPart(planner_split_entities=True)).retrieval_hash != base.retrieval_hash
