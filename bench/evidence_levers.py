@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from retrieval_eval import Metrics, evaluate, load_gold  # noqa: E402
 
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
+from kohaku_rag.answering.compute import Working  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig, load_qa_config  # noqa: E402
@@ -125,7 +126,7 @@ def llm_rows(args: argparse.Namespace, lake: Lake, retriever: Retriever, configs
     seconds = dict.fromkeys(configs, 0.0)
     print(f"\nbundled LLM, 1 run, first {len(questions)} train questions (running totals)")
     print(
-        f"{'after':<6} {'config':<14} {'final':>6} {'value':>6} {'ref':>6} {'na':>6} {'f-ans':>6} {'f-ref':>6} {'s/q':>5}"
+        f"{'after':<6} {'config':<17} {'final':>6} {'value':>6} {'ref':>6} {'na':>6} {'f-ans':>6} {'f-ref':>6} {'s/q':>5}"
     )
     for n, q in enumerate(questions, start=1):
         for name, cfg in configs.items():
@@ -134,24 +135,37 @@ def llm_rows(args: argparse.Namespace, lake: Lake, retriever: Retriever, configs
             (pred,) = answer_runs(q, plan_for(q, chat, cfg), searcher, chat, cfg, [0])
             preds[name][q.id] = pred
             seconds[name] += time.perf_counter() - t0
-            answers = {k: p.answer for k, p in preds[name].items()}
-            r = score_predictions(questions[:n], answers, known)
-            fa, fr = false_rates(questions[:n], answers)
-            print(
-                f"{n:<6} {name:<14} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {fa:6.3f} {fr:6.3f} "
-                f"{seconds[name] / n:5.0f}",
-                flush=True,
-            )
+            rows = {name: {k: p.answer for k, p in preds[name].items()}}
+            if cfg.generation.compute == "expression" and cfg.generation.abstain == "off":
+                # abstain = "unfounded", read off the same run (no deeper retry after it)
+                rows[f"{name}/abstain"] = {k: unfounded_blank(p) for k, p in preds[name].items()}
+            for label, answers in rows.items():
+                r = score_predictions(questions[:n], answers, known)
+                fa, fr = false_rates(questions[:n], answers)
+                print(
+                    f"{n:<6} {label:<17} {r.final:6.3f} {r.value:6.3f} {r.ref:6.3f} {r.na:6.3f} {fa:6.3f} {fr:6.3f} "
+                    f"{seconds[name] / n:5.0f}",
+                    flush=True,
+                )
         for name in list(configs)[1:]:
             a, b = preds["default"][q.id], preds[name][q.id]
             va, vb = value_right(q, a.answer), value_right(q, b.answer)
             if va != vb or a.answer.answer_value != b.answer.answer_value:
+                working = Working.from_json(b.working)
                 print(
                     f"  {q.id} {name}: {a.answer.answer_value!r} ({'right' if va else 'wrong'}) -> "
-                    f"{b.answer.answer_value!r} ({'right' if vb else 'wrong'}); gold {q.gold.answer_value if q.gold else '?'!r}"
-                    f"{'; computed ' + b.answer.explanation if b.answer.explanation.startswith('computed') else ''}",
+                    f"{b.answer.answer_value!r} ({'right' if vb else 'wrong'}); gold "
+                    f"{q.gold.answer_value if q.gold else '?'!r}{'; ' + working.describe() if working else ''}",
                     flush=True,
                 )
+
+
+def unfounded_blank(p: Prediction) -> Answer:
+    """The prediction's answer, or a blank when its working's operands are not all stated."""
+    working = Working.from_json(p.working)
+    if working is not None and not working.founded and not p.answer.is_blank:
+        return Answer.blank(p.answer.answer_unit)
+    return p.answer
 
 
 def value_right(q, answer: Answer) -> bool:  # type: ignore[no-untyped-def]
