@@ -19,12 +19,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from kohaku_rag.answering.planner import PLAN_FORMAT
 from kohaku_rag.config_files import (
     CONFIG_SUFFIXES,
     ConfigKeyError,
+    Range,
+    check_ranges,
     from_mapping,
     locate,
     read_config_data,
@@ -47,6 +49,8 @@ STAGE_FORMAT = 1
 # The diverse rerank's prompts (diverse_rerank.py) as of this number; hashed only when on.
 DIVERSE_FORMAT = 1
 ROUTINGS = ("off", "question_type")
+TEMPERATURE = Range(0.0, 2.0)
+UNITS = Range(1, 4096)  # context units in a prompt (the retrieval's MAX_HITS)
 
 
 def default_questions() -> str:
@@ -62,7 +66,7 @@ def default_questions() -> str:
 class RetrievalPart:
     # The paper's planner: the LLM writes up to n search queries; the question is always one.
     use_planner: bool = True
-    planner_max_queries: int = 3
+    planner_max_queries: Annotated[int, Range(1, 20)] = 3
     # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
     planner_model: LLMSpec | None = None
     # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
@@ -82,9 +86,9 @@ class RetrievalPart:
     # alone keeps evidence recall @4K at 0.806 with bm25, 0.613 with embedding (0.839 before).
     # "cross_encoder": the `[retrieval.reranker]` spec (a hosted /rerank endpoint, the LLM).
     diverse_reranker: Literal["bm25", "embedding", "cross_encoder"] = "bm25"
-    diverse_candidates: int = 30
-    diverse_n_know: int = 5
-    diverse_passage_chars: int = 1000
+    diverse_candidates: Annotated[int, Range(1, 1000)] = 30
+    diverse_n_know: Annotated[int, Range(1, 100)] = 5
+    diverse_passage_chars: Annotated[int, Range(100, 100_000)] = 1000
 
     def __post_init__(self) -> None:
         if self.planner_max_queries < 1:
@@ -96,6 +100,7 @@ class RetrievalPart:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.diverse_passage_chars < 100:
             raise ValueError(f"diverse_passage_chars must be at least 100, got {self.diverse_passage_chars}")
+        check_ranges(self)
 
     @property
     def uses_llm(self) -> bool:
@@ -108,16 +113,16 @@ class GenerationPart:
     llm: LLMSpec = field(default_factory=LLMSpec)
     # Above 0 so ensemble runs (which differ only by seed) can disagree; low enough that a
     # single run stays close to greedy.
-    temperature: float = 0.3
-    max_tokens: int = 320
+    temperature: Annotated[float, TEMPERATURE] = 0.3
+    max_tokens: Annotated[int, Range(1, 131_072)] = 320
     use_reordered_prompt: bool = True  # context before the question (the paper's finding)
     # Head each snippet with its document title and section heading (from the tree).
     snippet_titles: bool = False
     # Send the images of the top img_k figure snippets with the prompt (a vision model over
     # an OpenAI-compatible endpoint; the bundled model reads text only).
-    img_k: int = 0
+    img_k: Annotated[int, Range(0, 64)] = 0
     # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
-    max_retries: int = 2
+    max_retries: Annotated[int, Range(0, 20)] = 2
     # The reply first copies one context sentence verbatim (the schema offers the context's
     # sentences): for "true_false" questions only, "all" questions, or "off".
     quote_evidence: Literal["off", "true_false", "all"] = "true_false"
@@ -127,7 +132,7 @@ class GenerationPart:
     # almost every statement on the context's topic true; its probabilities still rank the
     # supported ones higher. The margin was chosen on train_QA's statements.
     true_false_verdict: Literal["probability", "reply"] = "probability"
-    true_false_margin: float = 1.5
+    true_false_margin: Annotated[float, Range(-100.0, 100.0)] = 1.5
     # Each reply's confidence from the model's token probabilities (the mean probability of
     # its tokens, Answer.confidence), which the vote's highest_confidence tiebreak reads.
     reply_confidence: bool = False
@@ -139,9 +144,9 @@ class GenerationPart:
     # after an abstention relaxed (stage2_k units, or the type's, from the deeper search;
     # an answer inferred from partial evidence is allowed). Needs max_retries >= 1.
     two_stage: bool = False
-    stage1_temperature: float = 0.1
-    stage1_k: int = 3
-    stage2_k: int = 10
+    stage1_temperature: Annotated[float, TEMPERATURE] = 0.1
+    stage1_k: Annotated[int, UNITS] = 3
+    stage2_k: Annotated[int, UNITS] = 10
     # Which documents an answer cites: "reply", every document the reply lists; "source",
     # one: the first listed whose snippets state the answer's value or hold its quoted
     # evidence sentence, else the first listed. WattBot's gold names one document for 37 of
@@ -179,11 +184,13 @@ class GenerationPart:
             raise ValueError(
                 f"true_false_verdict {self.true_false_verdict!r} is not one of {', '.join(TRUE_FALSE_VERDICTS)}"
             )
+        check_ranges(self)
 
 
 @dataclass(frozen=True)
 class VotingPart:
-    runs: int = 1
+    # Each run asks every question once more: 100 runs of 300 questions is 30,000 LLM calls.
+    runs: Annotated[int, Range(1, 100)] = 1
     mode: VoteMode = "answer_priority"
     ignore_blank: bool = True
     tiebreak: Tiebreak = "first"
@@ -195,6 +202,7 @@ class VotingPart:
             raise ValueError(f"vote mode {self.mode!r} is not one of {', '.join(VOTE_MODES)}")
         if self.tiebreak not in TIEBREAKS:
             raise ValueError(f"tiebreak {self.tiebreak!r} is not one of {', '.join(TIEBREAKS)}")
+        check_ranges(self)
 
 
 @dataclass(frozen=True)

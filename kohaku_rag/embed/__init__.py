@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
+from kohaku_rag.config_files import Range, check_ranges
 from kohaku_rag.embed.base import Embedder, Role, l2_normalise
 from kohaku_rag.embed.cache import CachedEmbedder
 
@@ -34,9 +35,9 @@ class EmbedderSpec:
     backend: Backend = "minilm"
     model: str | None = None
     base_url: str | None = None
-    dimensions: int | None = None
+    dimensions: Annotated[int, Range(1, 65_536)] | None = None
     api_key_env: str | None = None
-    batch_size: int = 64
+    batch_size: Annotated[int, Range(1, 4096)] = 64
 
     def __post_init__(self) -> None:
         if self.backend not in get_args(Backend):
@@ -52,6 +53,7 @@ class EmbedderSpec:
             given = [name for name, value in local_only.items() if value is not None]
             if given:
                 raise ValueError(f"embedding backend {self.backend!r} runs in-process and takes no {', '.join(given)}")
+        check_ranges(self)
 
 
 def make_embedder(spec: EmbedderSpec, cache_dir: Path | None = None) -> Embedder:

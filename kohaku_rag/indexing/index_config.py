@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
-from kohaku_rag.config_files import from_mapping, read_config_data, stable_hash
+from kohaku_rag.config_files import RETRIES, SECONDS, Range, check_ranges, from_mapping, read_config_data, stable_hash
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing.download import DownloadPolicy
@@ -33,22 +33,26 @@ class IndexConfig:
     vision_api_key_env: str | None = "OPENAI_API_KEY"
     # Index figure and table paragraphs; off gives a text-only index (the figures benchmark's baseline).
     media_nodes: bool = True
-    vision_max_concurrent: int = 4
-    vision_timeout: float = 60.0  # seconds per request
-    vision_max_retries: int = 4  # on 429, 5xx, timeouts (Retry-After honoured)
+    vision_max_concurrent: Annotated[int, Range(1, 1024)] = 4
+    vision_timeout: Annotated[float, SECONDS] = 60.0  # seconds per request
+    vision_max_retries: Annotated[int, RETRIES] = 4  # on 429, 5xx, timeouts (Retry-After honoured)
     vision_prompt: str = ""  # empty: the paper's caption prompt (captions.CAPTION_PROMPT)
     # Index a document's reference list (its "References"/"Bibliography" section); off keeps
     # citations from crowding out the text that states an answer.
     index_references: bool = True
     # Documents downloaded from metadata.csv URLs (indexing.download); they change no hash.
-    download_max_bytes: int = 50_000_000  # a larger body is refused
-    download_timeout: float = 120.0  # seconds for a whole download, however slow the server
+    download_max_bytes: Annotated[int, Range(1, 10_000_000_000)] = 50_000_000  # a larger body is refused
+    # Seconds for a whole download, however slow the server.
+    download_timeout: Annotated[float, Range(0.0, 86_400.0, low_open=True)] = 120.0
     download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
     download_allow_cross_host_redirects: bool = False
     # Dense search: "exact" (sqlite-vec brute force) or "binary" (in-memory sign codes ranked by
     # Hamming distance, the best candidates re-scored exactly: the step for 100x the WattBot
     # corpus, stores.vectors). Changes no stored vector: switching re-assembles nothing else.
     vector_search: Literal["exact", "binary"] = "exact"
+
+    def __post_init__(self) -> None:
+        check_ranges(self)
 
     @property
     def download_policy(self) -> DownloadPolicy:

@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import httpx
 
+from kohaku_rag.config_files import RETRIES, SECONDS, Range, check_ranges
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import BackendError
 from kohaku_rag.http_retry import (
@@ -82,11 +83,11 @@ class RerankerSpec:
     api: RerankAPI = "jina"
     model: str = ""
     api_key_env: str | None = None
-    batch_size: int = 32
-    max_concurrent: int = 4
-    timeout: float = 60.0
-    max_retries: int = 5
-    max_passage_tokens: int = 256
+    batch_size: Annotated[int, Range(1, 4096)] = 32
+    max_concurrent: Annotated[int, Range(1, 1024)] = 4
+    timeout: Annotated[float, SECONDS] = 60.0
+    max_retries: Annotated[int, RETRIES] = 5
+    max_passage_tokens: Annotated[int, Range(16, 32_768)] = 256
 
     def __post_init__(self) -> None:
         check_api_key_env(self.api_key_env)
@@ -96,6 +97,7 @@ class RerankerSpec:
             raise ValueError("reranker batch_size, max_concurrent >= 1, max_retries >= 0, max_passage_tokens >= 16")
         if not self.timeout > 0:
             raise ValueError(f"reranker timeout must be > 0 seconds, got {self.timeout}")
+        check_ranges(self)
 
     def __repr__(self) -> str:
         shown = f"backend={self.backend!r}, api={self.api!r}, url={safe_url(self.url)!r}, model={self.model!r}"
