@@ -33,6 +33,7 @@ from kohaku_rag.config_files import (
     stable_hash,
 )
 from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
+from kohaku_rag.http_retry import redact_urls
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -222,18 +223,21 @@ class QAConfig:
 
     @property
     def retrieval_hash(self) -> str:
-        retrieval = hashed_fields(self.retrieval)
-        retrieval["search"] = hashed_fields(self.retrieval.search)
-        payload: dict[str, Any] = {"questions": self.questions, "retrieval": retrieval}
-        if self.retrieval.uses_llm:
+        # Hashed without the credentials written into URLs (as stored): a new key for the same
+        # endpoint reuses what the old one computed, and no hash is made from a secret.
+        cfg = redact_urls(self)
+        retrieval = hashed_fields(cfg.retrieval)
+        retrieval["search"] = hashed_fields(cfg.retrieval.search)
+        payload: dict[str, Any] = {"questions": cfg.questions, "retrieval": retrieval}
+        if cfg.retrieval.uses_llm:
             # The planner's queries depend on which model writes them, not on how it is reached.
-            llm = self.planner_llm
+            llm = cfg.planner_llm
             payload["planner_llm"] = [llm.backend, llm.model, llm.base_url, llm.n_ctx]
-        if self.retrieval.use_planner:
+        if cfg.retrieval.use_planner:
             payload["plan_format"] = PLAN_FORMAT
-        if self.retrieval.diverse_rerank:
+        if cfg.retrieval.diverse_rerank:
             payload["diverse_format"] = DIVERSE_FORMAT
-        if self.retrieval.content_routing != "off":
+        if cfg.retrieval.content_routing != "off":
             payload["stage_format"] = STAGE_FORMAT
         payload["retrieval"].pop("planner_model", None)
         reranker = payload["retrieval"]["search"].get("reranker")
@@ -248,7 +252,7 @@ class QAConfig:
 
     @property
     def generation_hash(self) -> str:
-        gen = hashed_fields(self.generation)
+        gen = hashed_fields(redact_urls(self.generation))  # as retrieval_hash: no credential
         # Concurrency, timeouts and retries change throughput, never a reply.
         for key in ("max_concurrent", "n_threads", "timeout", "max_retries"):
             gen["llm"].pop(key, None)
@@ -263,6 +267,10 @@ class QAConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def stored_dict(self) -> dict[str, Any]:
+        """`as_dict` with the credentials in URLs redacted: what a table or a report may hold."""
+        return dataclasses.asdict(redact_urls(self))
 
 
 # Keys added after configs and their stored tables existed, per config part, each with the

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from kohaku_rag.config_files import RETRIES, SECONDS, Range, check_ranges, from_mapping, read_config_data, stable_hash
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
+from kohaku_rag.http_retry import redact_url, redact_urls
 from kohaku_rag.indexing.download import DownloadPolicy
 from kohaku_rag.lake import Lake, write_bytes_atomic
 
@@ -74,7 +75,7 @@ class IndexConfig:
     def caption_hash(self) -> str:
         parts: dict[str, object] = {
             "captioner": self.captioner,
-            "url": self.vision_base_url,
+            "url": redact_url(self.vision_base_url),  # never a credential: a new key keeps the captions
             "model": self.vision_model,
             "media_nodes": self.media_nodes,
         }
@@ -86,7 +87,7 @@ class IndexConfig:
     def embed_hash(self) -> str:
         return stable_hash(
             {
-                "embedder": dataclasses.asdict(self.embedder),
+                "embedder": dataclasses.asdict(redact_urls(self.embedder)),
                 "parent_vector": self.parent_vector,
                 "embed_paragraph_text": self.embed_paragraph_text,
             }
@@ -114,15 +115,16 @@ def recorded_index_config(lake: Lake) -> IndexConfig | None:
 
 
 def record_index_config(lake: Lake, cfg: IndexConfig) -> None:
-    """Remember `cfg` as the lake's index settings (only indexing changes them)."""
-    text = json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True) + "\n"
+    """Remember `cfg` as the lake's index settings (only indexing changes them), without the
+    credentials written into its URLs: the process that was given them keeps them in memory."""
+    text = json.dumps(dataclasses.asdict(redact_urls(cfg)), indent=2, sort_keys=True) + "\n"
     path = lake.index_config_path
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         write_bytes_atomic(path, text.encode())
 
 
 def differing_keys(a: IndexConfig, b: IndexConfig) -> list[str]:
-    flat_a, flat_b = _flat(dataclasses.asdict(a)), _flat(dataclasses.asdict(b))
+    flat_a, flat_b = _flat(dataclasses.asdict(redact_urls(a))), _flat(dataclasses.asdict(redact_urls(b)))
     return sorted(k for k in flat_a.keys() | flat_b.keys() if flat_a.get(k) != flat_b.get(k))
 
 
@@ -144,8 +146,10 @@ def resolve_index_config(lake: Lake, requested: IndexConfig | None, origin: str 
     recorded = recorded_index_config(lake)
     if recorded is None:
         return requested or IndexConfig()
-    if requested is None or requested == recorded:
+    if requested is None:
         return recorded
+    if redact_urls(requested) == redact_urls(recorded):  # the lake records URLs without credentials
+        return requested
     keys = ", ".join(differing_keys(recorded, requested))
     raise IndexConfigConflict(
         f"{origin} differs from the settings the lake {lake.root} was built with ({keys}); "

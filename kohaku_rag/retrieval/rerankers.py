@@ -33,6 +33,7 @@ from kohaku_rag.http_retry import (
     RetryPolicy,
     call_with_retries,
     check_api_key_env,
+    check_not_redacted,
     http_error,
     post_json,
     read_api_key,
@@ -92,7 +93,9 @@ class RerankerSpec:
     def __post_init__(self) -> None:
         check_api_key_env(self.api_key_env)
         if self.backend == "http" and not (self.url or "").startswith(("http://", "https://")):
-            raise ValueError(f'reranker backend "http" needs a url starting with http:// or https://, got {self.url!r}')
+            raise ValueError(
+                f'reranker backend "http" needs a url starting with http:// or https://, got {safe_url(self.url)!r}'
+            )
         if self.batch_size < 1 or self.max_concurrent < 1 or self.max_retries < 0 or self.max_passage_tokens < 16:
             raise ValueError("reranker batch_size, max_concurrent >= 1, max_retries >= 0, max_passage_tokens >= 16")
         if not self.timeout > 0:
@@ -128,6 +131,7 @@ class HostedReranker:
 
     def __init__(self, spec: RerankerSpec) -> None:
         assert spec.url is not None  # checked by RerankerSpec
+        check_not_redacted(spec.url)
         self.spec = spec
         self.url = spec.url
         self._where = safe_url(spec.url)

@@ -69,7 +69,7 @@ class EmbeddingServer:
                         Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic())
                     )
                     fault = server.faults.popleft() if server.faults else None
-                if self.path != "/v1/embeddings":
+                if self.path.split("?")[0] != "/v1/embeddings":  # a query string (?api-key=) is allowed
                     return self._reply(404, {"error": f"no route {self.path}"})
                 if fault == "429":
                     return self._reply(429, {"error": "rate limited"}, {"Retry-After": "1"})
