@@ -6,7 +6,6 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +14,7 @@ from kohaku_assets.cli import config as config_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
+from kohaku_assets.cli.supervise import supervise
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
 from kohaku_rag.answering.qa_config import load_qa_config
@@ -100,7 +100,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     print(f"Dagster UI (webserver and daemon) on http://{args.host}:{args.port} for the lake {settings.lake.root}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"  listening on {args.host}: anyone who can reach this address can launch runs", file=sys.stderr)
-    return subprocess.call(cmd, env=env)
+    return supervise(cmd, env)  # SIGTERM/Ctrl-C stop the webserver, daemon and code servers too
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
