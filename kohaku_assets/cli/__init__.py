@@ -20,6 +20,7 @@ from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
 from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.indexing.corpus import check_corpus_folder
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.samples import write_sample_corpus
 
@@ -35,6 +36,7 @@ def _settings(args: argparse.Namespace) -> KohakuSettings:
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    check_corpus_folder(settings.corpus)  # before the lake is created: a typo'd path leaves nothing
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     # `kohaku demo` comes through here too, without the index-only flags.
     retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)

@@ -16,7 +16,7 @@ from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
-from kohaku_rag.indexing.corpus import resolve_source, scan_corpus
+from kohaku_rag.indexing.corpus import check_corpus_folder, resolve_source, scan_corpus
 from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_line, remember
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.lake import Lake
@@ -68,6 +68,7 @@ def index_corpus(
     reason and not tried again until it changes (or `retry_failed`); the rest index."""
     started = time.perf_counter()
     models = models or ModelPool()
+    check_corpus_folder(corpus)  # before the lake is created or written to
     cfg = cfg or recorded_index_config(lake) or IndexConfig()
     record_index_config(lake, cfg)
     scan = scan_corpus(corpus, lake.sources_dir, follow_links=follow_links)
