@@ -11,6 +11,9 @@ With a multimodal one (`IndexConfig.figure_vectors`):
   caption's words still count and the figure's weight in its section is unchanged;
 * "caption": today's caption vectors, the images are never sent.
 
+Page renderings (the `page_images` index option, parse.pdf_pages) are embedded the same
+way, whatever the mode: an image vector is all they have.
+
 The caption's sentences keep their text vectors either way, and the section above the
 figure is propagated from the pinned figure vector as from any paragraph.
 
@@ -44,14 +47,17 @@ ReadImage = Callable[[str], bytes]  # media hash -> image bytes (OSError if unre
 
 @dataclass(frozen=True)
 class FigureVectors:
-    vectors: dict[str, np.ndarray]  # figure paragraph id -> its vector (pinned in propagation)
+    vectors: dict[str, np.ndarray]  # figure (or page) paragraph id -> its vector (pinned in propagation)
     errors: dict[str, str]  # figure paragraph id -> why it keeps its caption vector
     figures: int  # figures with an image that were to be embedded
 
 
-def figure_nodes(nodes: Sequence[Node]) -> list[Node]:
-    """The figure paragraphs that have an image in the lake."""
-    return [n for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.IMAGE and n.media_hash]
+def figure_nodes(nodes: Sequence[Node], mode: FigureMode = "image") -> list[Node]:
+    """The paragraphs to give image vectors: figures with an image in the lake (unless
+    `mode` is "caption") and page renderings (the `page_images` option: always, they have
+    no other vector)."""
+    kinds = {Attachment.PAGE} | ({Attachment.IMAGE} if mode != "caption" else set())
+    return [n for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment in kinds and n.media_hash]
 
 
 def embed_in_chunks(
@@ -89,8 +95,8 @@ def figure_vectors(
     """The vectors to pin on the document's figure paragraphs (none for a text-only
     embedder or mode "caption"). `text_vectors`: the document's leaf vectors by node id."""
     images_embedder = image_embedder(embedder)
-    figures = figure_nodes(nodes)
-    if images_embedder is None or mode == "caption" or not figures:
+    figures = figure_nodes(nodes, mode)
+    if images_embedder is None or not figures:
         return FigureVectors({}, {}, 0)
     errors: dict[str, str] = {}
     readable: list[tuple[Node, bytes]] = []

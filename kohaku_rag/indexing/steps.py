@@ -27,6 +27,7 @@ from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
 from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
 from kohaku_rag.parse.pdf import is_references
+from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
@@ -192,6 +193,8 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
     parsed = load_document(source, use_outline=cfg.use_outline)
     if not cfg.index_references:
         parsed = replace(parsed, sections=tuple(s for s in parsed.sections if not is_references(s.title)))
+    if cfg.page_images and source.format == "pdf":
+        parsed = replace(parsed, sections=(*parsed.sections, page_section(source.path)))
     for section in parsed.sections:
         for para in section.paragraphs:
             if para.image is not None:
@@ -418,8 +421,10 @@ def index_rows_table(nodes: Sequence[Node], vector_ids: Sequence[str], matrix: n
     position = {i: k for k, i in enumerate(vector_ids)}
     titles = {n.node_id: n.title for n in nodes if n.kind is NodeKind.SECTION}
     vectors = [matrix[position[n.node_id]].tolist() if n.node_id in position else None for n in nodes]
-    texts = [
-        search_text(n, doc_title, titles.get(n.parent_id or "", "")) if n.kind is NodeKind.PARAGRAPH else None
+    texts = [  # a page rendering has no text: BM25 never sees it
+        search_text(n, doc_title, titles.get(n.parent_id or "", ""))
+        if n.kind is NodeKind.PARAGRAPH and n.attachment is not Attachment.PAGE
+        else None
         for n in nodes
     ]
     base = base.append_column(

@@ -30,7 +30,8 @@ from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
 
-MEDIA_ATTACHMENTS = ("table", "image")  # what `content = "text"` leaves out
+MEDIA_ATTACHMENTS = ("table", "image", "page")  # what `content = "text"` leaves out
+IMAGE_ATTACHMENTS = ("image", "page")  # what the separate image search finds: figures, page renderings
 _PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
 _TABLE_CAPTION = re.compile(r"^\s*table\s*[0-9IVX]+\b", re.I)
 _FIGURE_CAPTION = re.compile(r"^\s*(figure|fig\.)\s*[0-9]+\b", re.I)
@@ -436,16 +437,17 @@ class Retriever:
     # ── figures from a search of their own (figure_search = "separate", KohakuRAG's top_k_images) ──
 
     def without_figures(self, node_ids: Sequence[str]) -> list[str]:
-        """`node_ids` without figure nodes, in order."""
+        """`node_ids` without figure (and page image) nodes, in order."""
         rows = self.store.get_nodes(list(dict.fromkeys(node_ids)))
-        return [n for n in node_ids if n not in rows or rows[n].attachment != "image"]
+        return [n for n in node_ids if n not in rows or rows[n].attachment not in IMAGE_ATTACHMENTS]
 
     def image_hits(self, vectors: np.ndarray, weights: Sequence[float], cfg: RetrievalConfig) -> dict[str, float]:
-        """The `top_k_images` figures closest to the queries' vectors: figure id -> its best
-        (query-weighted) similarity, best first."""
+        """The `top_k_images` figures (and page images) closest to the queries' vectors:
+        node id -> its best (query-weighted) similarity, best first."""
         best: dict[str, float] = {}
         for vector, weight in zip(vectors, weights, strict=True):
-            for hit in self.store.search_attached(vector, "image", cfg.top_k_images):
+            hits = [h for a in IMAGE_ATTACHMENTS for h in self.store.search_attached(vector, a, cfg.top_k_images)]
+            for hit in hits:
                 if hit.score >= cfg.threshold:
                     best[hit.node_id] = max(best.get(hit.node_id, float("-inf")), weight * hit.score)
         ranked = sorted(best, key=lambda n: (-best[n], n))[: cfg.top_k_images]
@@ -480,7 +482,7 @@ class Retriever:
         ]
         figures = pack(figures, cfg.budget_chars)
         room = cfg.budget_chars - sum(len(f.text) for f in figures)
-        text = pack([i for i in items if i.attachment != "image"], room)
+        text = pack([i for i in items if i.attachment not in IMAGE_ATTACHMENTS], room)
         return [*text, *figures]
 
     def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:

@@ -6,6 +6,7 @@ image search of its own into the context."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import shutil
 from collections.abc import Iterator
@@ -234,3 +235,32 @@ def test_dagster_path_shares_the_step(tmp_path: Path, server: EmbeddingServer, c
         mp.undo()
     assert len(image_requests(server)) == 2
     assert set(figure_ids(settings.lake)) <= set(leaf_vectors(settings.lake))
+
+
+def test_page_images_index_each_page_as_an_image_node(tmp_path: Path, server: EmbeddingServer, corpus: Path) -> None:
+    from kohaku_rag.answering.answer import figure_images as attached_images
+    from kohaku_rag.parse.pdf_pages import PAGE_SECTION, render_pages
+
+    ((number, page_png),) = render_pages(corpus / f"{DOC}.pdf")
+    server.image_like[digest(page_png)] = QUESTION
+    lake = Lake(tmp_path / "lake")
+    cfg = config(server, page_images=True)
+    assert index_corpus(corpus, lake, cfg, models=ModelPool()).recomputed == [DOC]
+    nodes = ix.indexed_tree(lake, DOC, cfg)
+    (page,) = [n for n in nodes if n.attachment is Attachment.PAGE]
+    assert page.text == "" and page.page == number == 1 and page.media_hash == digest(page_png)
+    assert [n.title for n in nodes if n.node_id == page.parent_id] == [PAGE_SECTION]
+    assert lake.blob(digest(page_png)).read_bytes() == page_png
+    assert len(image_requests(server)) == 3  # two figures and the page
+
+    retriever = open_retriever(lake, cfg)
+    (item,) = retriever.search([QUESTION], dense_only(top_k_final=1))
+    assert item.node_id == page.node_id and item.attachment == "page"
+    assert attached_images([item], 1, lambda h: lake.blob(h).read_bytes()) == (
+        "data:image/png;base64," + base64.b64encode(page_png).decode(),
+    )
+    assert page.node_id not in {n for n, _ in retriever.bm25_hits("Page images campaign", RetrievalConfig())}
+    separate = retriever.search([QUESTION], dense_only(figure_search="separate", top_k_images=1))
+    assert separate[-1].node_id == page.node_id
+    with pytest.raises(ValueError, match="page_images = true needs an embedder"):
+        IndexConfig(page_images=True)
