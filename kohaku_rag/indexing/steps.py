@@ -293,16 +293,17 @@ def read_captions(lake: Lake, doc_id: str) -> dict[str, str]:
     return {r["node_id"]: r["caption"] for r in pq.read_table(path).to_pylist() if r["caption"]}
 
 
-def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str]) -> list[Node]:
+def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str], *, keep_textless: bool = False) -> list[Node]:
     """The indexed tree: figure paragraphs take their caption text and get sentences;
-    figures with no text at all are left out (nothing to search)."""
+    figures with no text at all are left out (nothing to search), unless `keep_textless`
+    (their image gets a vector: that is something to search)."""
     out: list[Node] = []
     for node in nodes:
         if node.kind is NodeKind.SENTENCE and node.attachment is Attachment.IMAGE and node.parent_id in captions:
             continue  # replaced by the caption's sentences below
         if node.kind is NodeKind.PARAGRAPH and node.attachment is Attachment.IMAGE:
             text = captions.get(node.node_id, node.text)
-            if not text.strip():
+            if not text.strip() and not (keep_textless and node.media_hash):
                 continue
             node = replace(node, text=text)
             out.append(node)
@@ -328,7 +329,8 @@ def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str]) -> list[N
 
 
 def indexed_tree(lake: Lake, doc_id: str, cfg: IndexConfig) -> list[Node]:
-    nodes = apply_captions(read_tree(lake, doc_id), read_captions(lake, doc_id))
+    image_vectors = cfg.embedder.embeds_images and cfg.figure_vectors != "caption"
+    nodes = apply_captions(read_tree(lake, doc_id), read_captions(lake, doc_id), keep_textless=image_vectors)
     return nodes if cfg.media_nodes else [n for n in nodes if n.attachment is Attachment.TEXT]
 
 
@@ -421,9 +423,9 @@ def index_rows_table(nodes: Sequence[Node], vector_ids: Sequence[str], matrix: n
     position = {i: k for k, i in enumerate(vector_ids)}
     titles = {n.node_id: n.title for n in nodes if n.kind is NodeKind.SECTION}
     vectors = [matrix[position[n.node_id]].tolist() if n.node_id in position else None for n in nodes]
-    texts = [  # a page rendering has no text: BM25 never sees it
+    texts = [  # a page rendering or a figure without caption has no text: BM25 never sees it
         search_text(n, doc_title, titles.get(n.parent_id or "", ""))
-        if n.kind is NodeKind.PARAGRAPH and n.attachment is not Attachment.PAGE
+        if n.kind is NodeKind.PARAGRAPH and n.attachment is not Attachment.PAGE and n.text.strip()
         else None
         for n in nodes
     ]

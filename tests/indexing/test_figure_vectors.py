@@ -264,3 +264,42 @@ def test_page_images_index_each_page_as_an_image_node(tmp_path: Path, server: Em
     assert separate[-1].node_id == page.node_id
     with pytest.raises(ValueError, match="page_images = true needs an embedder"):
         IndexConfig(page_images=True)
+
+
+def test_a_failed_chunk_of_images_fails_alone(tmp_path: Path, server: EmbeddingServer) -> None:
+    from kohaku_rag.embed import make_embedder
+    from kohaku_rag.indexing.figure_vectors import embed_in_chunks
+
+    cfg = config(server)
+    images = [chart_png(250 - 10 * k, 2) for k in range(4)]
+    server.faults.append("422")  # the first request is refused
+    results = embed_in_chunks(make_embedder(cfg.embedder, tmp_path), images, chunk=2)  # type: ignore[arg-type]
+    assert [isinstance(r, Exception) for r in results] == [True, True, False, False]
+    assert "HTTP 422" in str(results[0])
+    again = embed_in_chunks(make_embedder(cfg.embedder, tmp_path), images, chunk=2)  # type: ignore[arg-type]
+    assert not any(isinstance(r, Exception) for r in again)
+    assert image_requests(server, 2) == images[:2]  # the retry sent only the refused chunk
+
+
+def test_figure_without_caption_is_kept_for_its_image(tmp_path: Path, server: EmbeddingServer) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    pdf = write_figure_pdf(corpus / f"{DOC}.pdf", (chart_png(240, 3), chart_png(200, 4)), chart_png(160, 5))
+    *_, bare = figure_images(pdf)
+    server.image_like[digest(bare)] = QUESTION
+    lake = Lake(tmp_path / "lake")
+    index_corpus(corpus, lake, config(server), models=ModelPool())
+    nodes = ix.indexed_tree(lake, DOC, config(server))
+    (node,) = [n for n in nodes if n.attachment is Attachment.IMAGE and n.media_hash == digest(bare)]
+    assert node.text == "" and node.node_id in leaf_vectors(lake)
+    retriever = open_retriever(lake, config(server))
+    assert [i.node_id for i in retriever.search([QUESTION], dense_only(top_k_final=1))] == [node.node_id]
+    assert node.node_id not in {n for n, _ in retriever.bm25_hits("Measurement campaign", RetrievalConfig())}
+    # A text-only embedder has nothing to search it by: left out, as before.
+    v3 = IndexConfig(
+        embedder=EmbedderSpec(backend="jina", dimensions=DIM, base_url=server.base_url, api_key_env=KEY_ENV),
+        captioner="none",
+    )
+    text_lake = Lake(tmp_path / "text-lake")
+    index_corpus(corpus, text_lake, v3, models=ModelPool())
+    assert digest(bare) not in {n.media_hash for n in ix.indexed_tree(text_lake, DOC, v3)}

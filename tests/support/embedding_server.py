@@ -13,6 +13,7 @@ holding an image (an endpoint that cannot take them), until it is cleared. Fault
 
     "429"      rate limited, with Retry-After: 1
     "500"      internal error
+    "422"      input refused (not retried by clients)
     "slow"     sleeps past the client's timeout before answering
     "401-echo" unauthorised, echoing the Authorization header back in the body
 """
@@ -139,6 +140,8 @@ class EmbeddingServer:
                     return self._reply(429, {"error": "rate limited"}, {"Retry-After": "1"})
                 if fault == "500":
                     return self._reply(500, {"error": "internal error"})
+                if fault == "422":
+                    return self._reply(422, {"detail": "input refused"})
                 if fault == "401-echo":
                     return self._reply(401, {"error": f"bad key {self.headers.get('Authorization')}"})
                 if fault == "slow":

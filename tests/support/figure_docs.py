@@ -31,8 +31,9 @@ def chart_png(shade: int, bars: int) -> bytes:
     return pix.tobytes("png")
 
 
-def write_figure_pdf(path: Path, images: tuple[bytes, bytes]) -> Path:
-    """One page: a heading, two paragraphs, then each image with its caption below it."""
+def write_figure_pdf(path: Path, images: tuple[bytes, bytes], uncaptioned: bytes | None = None) -> Path:
+    """One page: a heading, two paragraphs, then each image with its caption below it, and
+    `uncaptioned`, when given, as a third image with no caption on a second page."""
     doc = pymupdf.open()
     page = doc.new_page(width=595, height=842)
     page.insert_text((72, 80), TEXT[0], fontsize=16)
@@ -45,6 +46,10 @@ def write_figure_pdf(path: Path, images: tuple[bytes, bytes]) -> Path:
         page.insert_image(pymupdf.Rect(150, y, 390, y + 140), stream=image)
         page.insert_textbox(pymupdf.Rect(72, y + 148, 523, y + 180), caption, fontsize=9)
         y += 200
+    if uncaptioned is not None:  # on a page of its own, far from any caption
+        extra = doc.new_page(width=595, height=842)
+        extra.insert_textbox(pymupdf.Rect(72, 72, 523, 120), "Appendix: a further chart.", fontsize=10)
+        extra.insert_image(pymupdf.Rect(150, 300, 390, 440), stream=uncaptioned)
     doc.set_metadata(
         {"title": "Measurement campaign", "creationDate": "D:20250101000000Z", "modDate": "D:20250101000000Z"}
     )
