@@ -191,7 +191,8 @@ def main() -> None:
         print(
             "(rank of the figure node holding the answer, default retrieval, top 50: with caption vectors, image "
             'vectors, the separate image search (figure_search = "separate"; i<n> = its rank among the image '
-            "search's figures) and image+caption vectors; '-' = not found. FAKE VECTORS: the "
+            "search's figures) and image+caption vectors; '-' = not found (the image search, like dense search, "
+            "drops hits below `threshold` 0: with random vectors about half the figures). FAKE VECTORS: the "
             "server's vectors are random, so these ranks only show the path working end to end, not retrieval "
             "quality)"
         )
