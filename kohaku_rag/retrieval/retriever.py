@@ -107,7 +107,7 @@ def content_type(node: Node) -> str:
     OCR text; or a paragraph opening with a figure caption), else "text"."""
     if node.attachment == "table":
         return "table"
-    if node.attachment == "image":
+    if node.attachment in IMAGE_ATTACHMENTS:  # a figure, or a page rendering (page_images)
         return "figure"
     if _TABLE_CAPTION.match(node.text):
         return "table"
