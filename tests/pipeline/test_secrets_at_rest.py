@@ -166,6 +166,8 @@ def test_a_lake_given_its_settings_again_uses_their_credentials_and_refuses_the_
     record_index_config(lake, cfg)
     assert "sk-emb" not in lake.index_config_path.read_text()
     assert resolve_index_config(lake, cfg) == cfg  # the same settings, with their credentials
+    embedder = make_embedder(cfg.embedder)
+    assert "sk-emb" not in repr(embedder) and "sk-emb" not in embedder.model_id  # the model id is stored
     recorded = resolve_index_config(lake, None)
     assert recorded.embedder.base_url == "http://[redacted]@127.0.0.1:9"
     with pytest.raises(ValueError, match=r"credentials were redacted when it was stored.*--index-config FILE"):
