@@ -4,8 +4,9 @@ A hash is the SHA-256 of the canonical JSON of the dataclass, so a key order cha
 file rename never invalidates anything, and any value change always does.
 
 A numeric field declares its sane range next to it, `top_k: Annotated[int, Range(0, 4096)]`:
-a file's value outside it is refused at load (file, line, key), and `check_ranges` refuses
-it in a class's `__post_init__` for configs built in Python. The annotation changes no hash.
+a file's value outside it is refused at load (file, line, key). The range bounds what a
+person writes, not what the code derives (a deeper retry multiplies top_k and the budget),
+so it is not checked when a config is built in Python. The annotation changes no hash.
 """
 
 from __future__ import annotations
@@ -53,10 +54,15 @@ class Range:
     def problem(self, name: str, value: float) -> str | None:
         """Why `value` is outside the range (None when inside), naming the key `name`."""
         if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return f"{name} must be {'greater than' if self.low_open else 'at least'} {self.low:g}, got {value}"
+            return f"{name} must be {'greater than' if self.low_open else 'at least'} {_number(self.low)}, got {value}"
         if self.high is not None and value > self.high:
-            return f"{name} must be at most {self.high:g}, got {value}"
+            return f"{name} must be at most {_number(self.high)}, got {value}"
         return None
+
+
+def _number(x: float) -> str:
+    """10000000.0 as 10000000, 0.5 as 0.5 (never 1e+07)."""
+    return str(int(x)) if float(x).is_integer() else repr(x)
 
 
 # Shared ranges: one request's timeout (an hour is already absurd for one HTTP call) and
@@ -81,21 +87,6 @@ def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
         _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
     return _HINTS[cls]
-
-
-def check_ranges(obj: Any) -> None:
-    """Every field of a config dataclass within its declared Range (for `__post_init__`):
-    a ValueError starting with the field's name, which `from_mapping` reports under its key."""
-    for name, hint in _hints(type(obj)).items():
-        value = getattr(obj, name, None)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-        for option in options:
-            for bound in _ranges(option)[1]:
-                problem = bound.problem(name, value)
-                if problem:
-                    raise ValueError(problem)
 
 
 def _type_name(hint: Any) -> str:

@@ -26,7 +26,6 @@ from kohaku_rag.config_files import (
     CONFIG_SUFFIXES,
     ConfigKeyError,
     Range,
-    check_ranges,
     from_mapping,
     locate,
     read_config_data,
@@ -101,7 +100,6 @@ class RetrievalPart:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.diverse_passage_chars < 100:
             raise ValueError(f"diverse_passage_chars must be at least 100, got {self.diverse_passage_chars}")
-        check_ranges(self)
 
     @property
     def uses_llm(self) -> bool:
@@ -185,7 +183,6 @@ class GenerationPart:
             raise ValueError(
                 f"true_false_verdict {self.true_false_verdict!r} is not one of {', '.join(TRUE_FALSE_VERDICTS)}"
             )
-        check_ranges(self)
 
 
 @dataclass(frozen=True)
@@ -203,7 +200,6 @@ class VotingPart:
             raise ValueError(f"vote mode {self.mode!r} is not one of {', '.join(VOTE_MODES)}")
         if self.tiebreak not in TIEBREAKS:
             raise ValueError(f"tiebreak {self.tiebreak!r} is not one of {', '.join(TIEBREAKS)}")
-        check_ranges(self)
 
 
 @dataclass(frozen=True)

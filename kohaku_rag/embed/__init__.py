@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from kohaku_rag.config_files import Range, check_ranges
+from kohaku_rag.config_files import Range
 from kohaku_rag.embed.base import Embedder, ImageEmbedder, Role, image_embedder, l2_normalise
 from kohaku_rag.embed.cache import CachedEmbedder
 
@@ -69,7 +69,6 @@ class EmbedderSpec:
             given = [name for name, value in local_only.items() if value is not None]
             if given:
                 raise ValueError(f"embedding backend {self.backend!r} runs in-process and takes no {', '.join(given)}")
-        check_ranges(self)
 
     @property
     def embeds_images(self) -> bool:

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from kohaku_rag.config_files import RETRIES, SECONDS, Range, check_ranges, from_mapping, read_config_data, stable_hash
+from kohaku_rag.config_files import RETRIES, SECONDS, Range, from_mapping, read_config_data, stable_hash
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.http_retry import redact_url, redact_urls
@@ -66,7 +66,6 @@ class IndexConfig:
                 'page_images = true needs an embedder that embeds images: [embedder] backend = "jina", '
                 'model = "jina-embeddings-v4"'
             )
-        check_ranges(self)
 
     @property
     def download_policy(self) -> DownloadPolicy:

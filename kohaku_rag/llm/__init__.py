@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from kohaku_rag.config_files import RETRIES, SECONDS, Range, check_ranges
+from kohaku_rag.config_files import RETRIES, SECONDS, Range
 from kohaku_rag.http_retry import check_api_key_env, safe_url
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.cache import CachedChat
@@ -69,7 +69,6 @@ class LLMSpec:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
-        check_ranges(self)
 
     def __repr__(self) -> str:
         shown = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

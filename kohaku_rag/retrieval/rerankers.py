@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal, Protocol
 
 import httpx
 
-from kohaku_rag.config_files import RETRIES, SECONDS, Range, check_ranges
+from kohaku_rag.config_files import RETRIES, SECONDS, Range
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import BackendError
 from kohaku_rag.http_retry import (
@@ -100,7 +100,6 @@ class RerankerSpec:
             raise ValueError("reranker batch_size, max_concurrent >= 1, max_retries >= 0, max_passage_tokens >= 16")
         if not self.timeout > 0:
             raise ValueError(f"reranker timeout must be > 0 seconds, got {self.timeout}")
-        check_ranges(self)
 
     def __repr__(self) -> str:
         shown = f"backend={self.backend!r}, api={self.api!r}, url={safe_url(self.url)!r}, model={self.model!r}"

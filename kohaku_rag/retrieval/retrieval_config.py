@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Annotated, Literal
 
-from kohaku_rag.config_files import Range, check_ranges
+from kohaku_rag.config_files import Range
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 
 CONTENTS = ("all", "text")
@@ -171,7 +171,6 @@ class RetrievalConfig:
             raise ValueError(f'figure_search = "separate" needs top_k_images from 1 to 4096, got {self.top_k_images}')
         if self.top_k == 0 and self.bm25_top_k == 0:
             raise ValueError("top_k and bm25_top_k are both 0: nothing would be searched")
-        check_ranges(self)
 
     @property
     def effective_alpha(self) -> float:
