@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from kohaku_rag.evaluation.normalise import canon_text, is_blank_value, parse_ref_ids, parse_value
+from kohaku_rag.evaluation.normalise import canon_text, is_blank_value, parse_ref_ids, parse_value, split_collection
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.score import QuestionScore, error_type
 
@@ -51,7 +51,6 @@ REL_TOL = Decimal("0.001")
 ABS_TOL = Decimal("0.001")
 
 Kind = Literal["blank", "number", "range", "list", "text"]
-_BRACKETS = {"(": ")", "[": "]", "{": "}"}
 
 
 @dataclass(frozen=True)
@@ -85,12 +84,13 @@ def read_value(text: object, unit: str | None = None) -> Value:
     raw = unicodedata.normalize("NFKC", "" if text is None else str(text)).strip()
     if is_blank_value(raw):
         return Value("blank", "")
-    if len(raw) >= 2 and _BRACKETS.get(raw[0]) == raw[-1]:
+    split = split_collection(raw)
+    if split is not None:
         if raw[0] == "[":  # "[10,20]", "[1,000,2,000]": the 2025 range reading first
             parsed = parse_value(raw)
             if parsed.kind == "range":
                 return Value("range", canon_text(raw), parsed.numbers)
-        items = tuple(_scalar(p, unit) for p in _split_items(raw[1:-1]))
+        items = tuple(_scalar(p, unit) for p in split[1])
         items = tuple(i for i in items if i.kind != "blank")
         key = " ".join(i.key for i in items)
         if raw[0] == "{":  # a set of terms: repeats collapse
@@ -123,6 +123,15 @@ def values_match(gold: Value, pred: Value) -> bool:
     # gold list
     members = _members(pred)
     return members is not None and _same_members(gold.items, members)
+
+
+def same_list(a: object, b: object, unit: str | None = None) -> bool | None:
+    """Whether two answer_values are the same list (members in any order, numbers within the
+    tolerance); None unless both are lists (what voting groups by)."""
+    first, second = read_value(a, unit), read_value(b, unit)
+    if first.kind != "list" or second.kind != "list":
+        return None
+    return _same_members(first.items, second.items)
 
 
 def ref_f1(gold: Sequence[str], pred: Sequence[str]) -> float:
@@ -209,17 +218,6 @@ def unit_key(unit: str) -> str:
 
 def _close(pred: Decimal, gold: Decimal) -> bool:
     return abs(pred - gold) <= max(REL_TOL * max(abs(pred), abs(gold)), ABS_TOL)
-
-
-def _split_items(inner: str) -> list[str]:
-    """Members of a bracketed value: split on ", " when that gives several members (so
-    "1,000, 2,000" keeps its thousands separators), else on ","; ";" also separates."""
-    inner = inner.strip()
-    if not inner:
-        return []
-    spaced = [p for p in re.split(r"\s*[,;]\s+|\s*;\s*", inner) if p.strip()]
-    parts = spaced if len(spaced) > 1 else [p for p in re.split(r"[,;]", inner) if p.strip()]
-    return [p.strip().strip("'\"`").strip() for p in parts]
 
 
 def _scalar(text: str, unit: str | None) -> Value:
