@@ -49,6 +49,7 @@ def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:
         "ref_recall": report.ref_recall,
         "ref_f1": report.ref_f1,
         "false_answer_rate": report.false_answer_rate,
+        "blank_rate": report.blank_rate,
         "per_flag": json.dumps({k: v.as_dict() for k, v in report.per_flag.items()}),
     }
 
@@ -228,12 +229,12 @@ def _vs_best(row: dict[str, Any]) -> str:
 def leaderboard_markdown(rows: list[dict[str, Any]], limit: int = 20) -> str:
     """The table shown in the UI; * marks a difference with the best whose 95% interval excludes 0."""
     lines = [
-        "| config | metric | final | value | ref | na | ref P / R | false answers | runs | single run (mean ± sd) "
+        "| config | final | metric | value | ref | na | ref P / R | false answers | runs | single run (mean ± sd) "
         "| vs best (95% CI) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['config']} | {r.get('metric') or 'wattbot2025'} | {r['final']:.3f} | {r['value']:.3f} | {r['ref']:.3f} "
+        f"| {r['config']} | {r['final']:.3f} | {r.get('metric') or 'wattbot2025'} | {r['value']:.3f} | {r['ref']:.3f} "
         f"| {r['na']:.3f} | {_fraction(r.get('ref_precision'))} / {_fraction(r.get('ref_recall'))} "
         f"| {_fraction(r.get('false_answer_rate'))} | {r['runs']} | {_pm(r)} | {_vs_best(r)} |"
         for r in rows[:limit]

@@ -12,7 +12,7 @@ the same way for a fresh scoring and for rows read back from the lake's score ta
 * ref_precision / ref_recall / ref_f1: pooled over every row: cited ids that are gold ids
   over all cited ids, over all gold ids, and their harmonic mean (0 when nothing is cited).
 * false_answer_rate: of the unanswerable questions, the share given a value (None without
-  unanswerable questions).
+  unanswerable questions); blank_rate: the share of all questions left blank.
 * per_flag: when the question file has the 2026 flag columns, per flag the flagged
   questions, how many got the value wrong, and that wrong-rate.
 """
@@ -58,6 +58,7 @@ class ScoredRow:
     cited_gold: int
     gold_refs: int
     flags: tuple[str, ...] = ()
+    blank: bool = False  # the prediction abstained (value blank)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +75,7 @@ class ScoredRow:
             "cited_gold": self.cited_gold,
             "gold_refs": self.gold_refs,
             "flags": list(self.flags),
+            "blank": self.blank,
         }
 
     @classmethod
@@ -93,6 +95,7 @@ class ScoredRow:
             cited_gold=int(row.get("cited_gold", 0) or 0),
             gold_refs=int(row.get("gold_refs", 0) or 0),
             flags=tuple(row.get("flags") or ()),
+            blank=bool(row.get("blank", False)),
         )
 
 
@@ -123,6 +126,7 @@ class MetricReport:
     ref_f1: float
     unanswerable: int
     false_answer_rate: float | None
+    blank_rate: float = 0.0  # the share of all questions the predictions left blank
     per_flag: Mapping[str, FlagRate] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
@@ -151,6 +155,7 @@ class MetricReport:
             "ref_f1": round(self.ref_f1, 4),
             "unanswerable": self.unanswerable,
             "false_answer_rate": None if self.false_answer_rate is None else round(self.false_answer_rate, 4),
+            "blank_rate": round(self.blank_rate, 4),
             "missing": len(self.missing),
         }
 
@@ -162,9 +167,8 @@ class MetricReport:
             f"  unit match {self.unit:.4f} (weight 0); references: precision {self.ref_precision:.4f}, "
             f"recall {self.ref_recall:.4f}, F1 {self.ref_f1:.4f}",
         ]
-        if self.unanswerable:
-            rate = self.false_answer_rate or 0.0
-            out.append(f"  unanswerable questions {self.unanswerable}: false-answer rate {rate:.4f}")
+        false = f", false-answer rate {self.false_answer_rate or 0.0:.4f}" if self.unanswerable else ""
+        out.append(f"  abstained on {self.blank_rate:.4f} of the questions; {self.unanswerable} unanswerable{false}")
         if self.per_flag:
             out.append("  wrong value by flag: " + ", ".join(
                 f"{name} {r.wrong}/{r.n} ({r.wrong_rate:.3f})" for name, r in self.per_flag.items()
@@ -249,6 +253,7 @@ def summarise(
         ref_f1=f1,
         unanswerable=len(unanswerable),
         false_answer_rate=(sum(r.false_answer for r in unanswerable) / len(unanswerable)) if unanswerable else None,
+        blank_rate=sum(r.blank for r in rows) / n,
         per_flag=per_flag(rows) if flagged or any(r.flags for r in rows) else {},
         missing=missing,
         extra=extra,
@@ -292,4 +297,5 @@ def _row(question: Question, pred: Answer | None, scored: QuestionScore, known: 
         cited_gold=len(set(pred_ids) & set(gold_ids)),
         gold_refs=len(set(gold_ids)),
         flags=question.flags,
+        blank=not answered,
     )

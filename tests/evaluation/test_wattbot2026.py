@@ -16,8 +16,8 @@ import pytest
 from kohaku_assets.cli import main as cli_main
 from kohaku_rag.evaluation.metrics import score_with
 from kohaku_rag.evaluation.records import BLANK, Answer, Question
-from kohaku_rag.evaluation.wattbot2026 import components, read_value, ref_f1, values_match
-from kohaku_rag.evaluation.wattbot_csv import load_questions, load_submission
+from kohaku_rag.evaluation.wattbot2026 import abstained, components, read_value, ref_f1, values_match
+from kohaku_rag.evaluation.wattbot_csv import load_questions, load_submission, write_submission_csv
 
 FLAGS = ("Quote", "Table", "Figure", "Math", "is_NA", "CrossPaper", "Reconcile")
 GOLD_HEADER = ("id", "question", "answer", "answer_value", "answer_unit", "ref_id", "ref_url",
@@ -203,6 +203,7 @@ def test_the_2026_file_score_by_hand(files: tuple[Path, Path]) -> None:
     assert report.na == pytest.approx(1 / 3)
     assert report.final == pytest.approx(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 / 3)  # 0.6514815
     assert report.false_answer_rate == pytest.approx(1 / 3)  # g9 of g6, g7, g9
+    assert report.blank_rate == pytest.approx(3 / 9)  # g6, g7 and the missing g8
     # pooled refs: cited 1+1+2+1+2+0+1+0+0 = 8, of which gold 6; gold ids 1+1+1+4+2+0+0+1+0 = 10
     assert (report.ref_precision, report.ref_recall) == (pytest.approx(0.75), pytest.approx(0.6))
     assert report.unit == pytest.approx(8 / 9)  # g7 answered kWh for is_blank
@@ -276,3 +277,16 @@ def test_a_bad_flag_cell_is_named(tmp_path: Path) -> None:
     gold.write_text("id,question,answer_value,answer_unit,Table\nq1,?,12,kWh,maybe\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"row 2 column Table: expected 0 or 1, got 'maybe'"):
         load_questions(gold)
+
+
+def test_a_blank_answer_blanks_every_evidence_field_in_the_submission(tmp_path: Path) -> None:
+    """What the pipeline writes for an abstention earns the 2026 abstention point, even when
+    the model's blank reply still listed documents and a quote."""
+    questions = [_q(BLANK)]
+    leaky = Answer("Unable to answer", "is_blank", "kWh", ("a",), "no", True, "a quote")
+    path = write_submission_csv(tmp_path / "sub.csv", questions, {"q": leaky}, {"a": "https://x/a.pdf"})
+    row = next(csv.DictReader(path.open(encoding="utf-8")))
+    assert [row[c] for c in ("answer_value", "ref_id", "ref_url", "supporting_materials", "explanation")] == [BLANK] * 5
+    read = load_submission(path)["q"]
+    assert abstained(read)
+    assert score_with("wattbot2026", questions, {"q": read}).final == pytest.approx(1.0)
