@@ -36,7 +36,11 @@ def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:
     text); None when nothing was scored."""
     if not path.exists() or pq.read_metadata(path).num_rows == 0:
         return None
-    report = summarise(metric, [ScoredRow.from_dict(r) for r in pq.read_table(path).to_pylist()])
+    table = pq.read_table(path).to_pylist()
+    report = summarise(metric, [ScoredRow.from_dict(r) for r in table])
+    # A table scored before the counts were stored has no precision/recall/blank columns:
+    # shown as unknown (–) until the config is scored again, never as 0.
+    counted = "cited" in table[0]
     return {
         "questions": report.n,
         "metric": report.metric,
@@ -45,11 +49,11 @@ def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:
         "ref": report.ref,
         "na": report.na,
         "unit": report.unit,
-        "ref_precision": report.ref_precision,
-        "ref_recall": report.ref_recall,
-        "ref_f1": report.ref_f1,
-        "false_answer_rate": report.false_answer_rate,
-        "blank_rate": report.blank_rate,
+        "ref_precision": report.ref_precision if counted else None,
+        "ref_recall": report.ref_recall if counted else None,
+        "ref_f1": report.ref_f1 if counted else None,
+        "false_answer_rate": report.false_answer_rate if counted else None,
+        "blank_rate": report.blank_rate if counted else None,
         "per_flag": json.dumps({k: v.as_dict() for k, v in report.per_flag.items()}),
     }
 

@@ -290,3 +290,11 @@ def test_a_blank_answer_blanks_every_evidence_field_in_the_submission(tmp_path: 
     read = load_submission(path)["q"]
     assert abstained(read)
     assert score_with("wattbot2026", questions, {"q": read}).final == pytest.approx(1.0)
+
+
+def test_a_gold_file_without_answers_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gold = tmp_path / "test_Q.csv"
+    gold.write_text("id,question,answer_value,answer_unit,ref_id\nq1,?,,kWh,\n", encoding="utf-8")
+    sub = _write_submission(tmp_path / "sub.csv", [("q1", "12", "kWh", "['a']", "['u']", "s")])
+    assert cli_main(["score", "--questions", str(gold), "--submission", str(sub)]) == 2
+    assert "no gold answers" in capsys.readouterr().err
