@@ -11,9 +11,10 @@ The machine has no internet, so the 2026 PDFs cannot be fetched; the shared real
    cache copied in (a copy repeats its sentences, so only the first copy of each would embed):
    how the rest (parsing, captions, Dagster runs, index assembly) grows with the count.
 
-The projection to 122 documents is the cold seconds per page times the pages of 122
-documents at the measured mean pages per document (an arXiv paper in the 2026 list runs
-10-30 pages; the real mean is not known here), printed as a range for 12-25 pages/document.
+The projection to 122 documents is the cold seconds (wall, and CPU: the honest figure when
+other jobs share the cores) per page times the pages of 122 documents, for 12-25 pages per
+document (an arXiv paper runs 10-30 pages; the 2026 list's real mean is not known here) and
+at the measured mean.
 """
 
 from __future__ import annotations
@@ -85,9 +86,11 @@ def main() -> None:
     per_doc, per_page = cold / len(pdfs), cold / pages
     print(f"cold: {len(pdfs)} PDFs, {pages} pages, nodes {summary['nodes']}: {cold:.1f} s wall, {cpu:.1f} s CPU "
           f"({per_doc:.1f} s/document, {per_page:.2f} s/page wall; load average {os.getloadavg()[0]:.1f})")  # fmt: skip
-    low, high = (TARGET_DOCUMENTS * n * per_page / 60 for n in (12, 25))
-    print(f"projected cold, {TARGET_DOCUMENTS} documents of 12-25 pages: {low:.0f}-{high:.0f} min "
-          f"(at {pages / len(pdfs):.0f} pages/document as measured: {TARGET_DOCUMENTS * per_doc / 60:.0f} min)")  # fmt: skip
+    for what, seconds in (("wall", cold), ("CPU", cpu)):
+        low, high = (TARGET_DOCUMENTS * n * seconds / pages / 60 for n in (12, 25))
+        at = TARGET_DOCUMENTS * seconds / len(pdfs) / 60
+        print(f"projected cold {what}, {TARGET_DOCUMENTS} documents of 12-25 pages: {low:.0f}-{high:.0f} min "
+              f"(at {pages / len(pdfs):.0f} pages/document as measured: {at:.0f} min)")  # fmt: skip
 
     if args.copies > 0:
         corpus, pages_n = make_corpus(pdfs, args.work / f"corpus{args.copies}x", args.copies)
