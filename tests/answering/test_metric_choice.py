@@ -85,6 +85,12 @@ def test_the_2026_metric_through_eval_the_store_and_the_leaderboard(env, capsys)
         finals[metric] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["final"]
     # 2025: q1, q2 score 1; q3 value 0, Jaccard 0 (gold uncited), NA 0: 2/3
     assert finals == {"wattbot2026": 0.6333, "wattbot2025": 0.6667}
+    # ... or `kohaku eval --metric`: every table reused, the answers scored under the other metric.
+    assert cli_main(["eval", "--questions", str(flagged), "--config", "m26", "--metric", "wattbot2025",
+                     "--out", str(out), "--json", *args]) == 0  # fmt: skip
+    other = capsys.readouterr()
+    assert json.loads(other.out.strip().splitlines()[-1])["final"] == 0.6667
+    assert f"--submission {out} --metric wattbot2026" in other.err
     assert len(server.requests) == calls
 
 
