@@ -47,6 +47,8 @@ class IndexConfig:
     download_timeout: Annotated[float, Range(0.0, 86_400.0, low_open=True)] = 120.0
     download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
     download_allow_cross_host_redirects: bool = False
+    # Documents `kohaku index` downloads at once (indexing.prefetch).
+    download_concurrency: Annotated[int, Range(1, 64)] = 4
     # Dense search: "exact" (sqlite-vec brute force) or "binary" (in-memory sign codes ranked by
     # Hamming distance, the best candidates re-scored exactly: the step for 100x the WattBot
     # corpus, stores.vectors). Changes no stored vector: switching re-assembles nothing else.

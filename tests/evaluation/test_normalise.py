@@ -347,6 +347,11 @@ def test_an_error_about_a_file_that_is_not_a_question_csv_never_shows_its_conten
         load_questions(tmp_path / "typo.csv")
     with pytest.raises(ValueError, match="cannot read the question file"):
         load_questions(tmp_path)
+    from kohaku_rag.evaluation.wattbot_csv import load_submission
+
+    with pytest.raises(ValueError, match="not shown") as info:  # `kohaku score --submission` alike
+        load_submission(tmp_path / "passwd")
+    assert "root:/root" not in str(info.value)
     (tmp_path / "long.csv").write_text('id,question,answer_unit\nq1,"' + "x" * 200_000 + '",W\n')
     with pytest.raises(ValueError, match="not a CSV question file .*field larger than field limit"):
         load_questions(tmp_path / "long.csv")
