@@ -60,11 +60,28 @@ def write_parquet_atomic(table: pa.Table, target: Path, metadata: dict[str, str]
 
 
 def parquet_metadata(path: Path) -> dict[str, str]:
-    """Key/value metadata stored in a Parquet file's schema ({} if the file is absent)."""
+    """Key/value metadata stored in a Parquet file's schema ({} if the file is absent or
+    unreadable: a stored table that can't be read is missing, so it is recomputed;
+    `unreadable_reason` says why, for the message)."""
     if not path.exists():
         return {}
-    meta = pq.read_schema(path).metadata or {}
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return {}
     return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
+
+
+def unreadable_reason(path: Path) -> str | None:
+    """Why a stored Parquet file can't be read (None: absent or readable). Reads its footer
+    only: a file cut short or overwritten loses its footer first."""
+    try:
+        pq.read_metadata(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowException) as exc:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    return None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from dagster import (
 from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
 from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
 from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
@@ -108,6 +109,7 @@ def _failure(exc: st.QuestionsFailed, **metadata: Any) -> Failure:
     code_version=str(CONFIG_VERSION),
     description="The config's WattBot-format question file (its path is part of the config).",
 )
+@lake_writer
 def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     cfg = partition_config(settings, context.partition_key)
     questions = load_questions(cfg.questions)
@@ -130,6 +132,7 @@ def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
     code_version=str(CONFIG_VERSION),
     description="Planned queries and retrieved context per question, stored by retrieval hash.",
 )
+@lake_writer
 def retrievals(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
@@ -179,6 +182,7 @@ def retrievals(
     code_version=str(CONFIG_VERSION),
     description="Answers of runs 0..m-1 (seed = run), stored per run by generation hash.",
 )
+@lake_writer
 def predictions(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
@@ -260,6 +264,7 @@ def predictions(
         ),
     ],
 )
+@lake_writer
 def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     path = st.ensemble_path(lake, keys.ensemble)
@@ -304,6 +309,7 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
         check_spec("scores_in_range", "scores", "The final, value, ref and NA scores are each within [0, 1].", configs)
     ],
 )
+@lake_writer
 def scores(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     questions = load_questions(cfg.questions)
@@ -345,6 +351,7 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     description="The ensemble as a WattBot submission CSV: `LAKE/qa/submissions/CONFIG.csv` "
     "(LAKE: the lake folder; CONFIG: the partition).",
 )
+@lake_writer
 def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     name = context.partition_key

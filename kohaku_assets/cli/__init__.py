@@ -38,7 +38,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     # `kohaku demo` comes through here too, without the index-only flags.
     retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)
-    report = run_index(settings, progress=say, retry_failed=retry, verbose=verbose)
+    report = run_index(
+        settings, progress=say, retry_failed=retry, verbose=verbose, wait=not getattr(args, "no_wait", False)
+    )
     if args.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -164,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--retry-failed", action="store_true", help="retry documents that failed before even if they did not change"
     )
     p.add_argument("--verbose", action="store_true", help="print the traceback of each failure")
+    p.add_argument(
+        "--no-wait", action="store_true", help="exit (status 2) instead of waiting when another process writes the lake"
+    )
     p.add_argument(
         "--follow-links", action="store_true", help="index symbolic links that lead outside the corpus folder"
     )
