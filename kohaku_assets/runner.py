@@ -28,6 +28,7 @@ from dagster import (
     AssetKey,
     DagsterEventType,
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
     JobDefinition,
     ResourceDefinition,
@@ -140,9 +141,19 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     """Mark runs of this host's CLI left STARTED by a process that is gone (kill -9, OOM,
     power cut) as failed, so the UI tells the truth; returns their run ids. Runs launched
     by the UI's daemon are watched by its run monitoring instead."""
+    failed: list[str] = []
+    for run in orphaned_runs(instance):
+        pid = run.tags[PID_TAG]
+        instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")
+        failed.append(run.run_id)
+    return failed
+
+
+def orphaned_runs(instance: DagsterInstance) -> list[DagsterRun]:
+    """Runs of this host's CLI left STARTED by a process that is gone."""
     active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED]
     host = socket.gethostname()
-    failed: list[str] = []
+    found: list[DagsterRun] = []
     for run in instance.get_runs(filters=RunsFilter(statuses=active, tags={HOST_TAG: host})):
         if run.parent_run_id is not None or GRPC_INFO_TAG in run.tags:
             # A re-execution from the UI (or its automatic retry) inherits a CLI run's tags,
@@ -150,9 +161,8 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
             continue
         pid = run.tags.get(PID_TAG, "")
         if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
-            instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")
-            failed.append(run.run_id)
-    return failed
+            found.append(run)
+    return found
 
 
 def failure_message(result: ExecutionResult, *, verbose: bool = False) -> str:
@@ -278,6 +288,11 @@ def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str
         instance.add_dynamic_partitions(partitions_name, new)
 
 
+class RunFailed(KohakuError, RuntimeError):
+    """A run failed (a config's, an ensemble's, the index assembly); the message is the
+    failed step's one line, e.g. "predictions: 2 of 40 questions failed: ...; re-run to retry them"."""
+
+
 # ── indexing ──────────────────────────────────────────────────────────────
 
 
@@ -397,7 +412,7 @@ def _run_index(
         subset = None if len(stale) == len(lags) else stale
         result = run_job(settings, assemble_indexes_job.name, models=models, asset_selection=subset)
         if not result.success:
-            raise RuntimeError(f"index assembly failed: {failure_message(result, verbose=verbose)}")
+            raise RunFailed(f"index assembly failed: {failure_message(result, verbose=verbose)}")
         rebuilt = materialization_metadata(result).get("vector_index", {}).get("rebuilt")
         if rebuilt:
             progress(f"rebuilt the vector index from the lake's stored rows: {rebuilt}")
@@ -441,11 +456,6 @@ def node_counts(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) ->
 # ── answering ─────────────────────────────────────────────────────────────
 
 
-class RunFailed(KohakuError, RuntimeError):
-    """A config's (or ensemble's) materialization failed; the message is the failed step's
-    one line, e.g. "predictions: 2 of 40 questions failed: ...; re-run to retry them"."""
-
-
 @dataclass(frozen=True)
 class QAReport:
     config: str
@@ -457,7 +467,7 @@ class QAReport:
 def _leaderboard(settings: KohakuSettings, models: ModelPool) -> None:
     board = run_job(settings, leaderboard_job.name, models=models)
     if not board.success:
-        raise RuntimeError(f"leaderboard: {failure_message(board)}")
+        raise RunFailed(f"leaderboard: {failure_message(board)}")
 
 
 def run_config(

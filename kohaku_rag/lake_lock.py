@@ -32,7 +32,16 @@ from typing import IO
 
 from kohaku_rag.errors import KohakuError
 
-__all__ = ["LOCK_FILE", "LOCK_TOKEN_TAG", "LakeBusy", "LockHolder", "current_holder", "held_token", "hold_lake"]
+__all__ = [
+    "LOCK_FILE",
+    "LOCK_TOKEN_TAG",
+    "LakeBusy",
+    "LockHolder",
+    "current_holder",
+    "held_token",
+    "hold_lake",
+    "is_alive",
+]
 
 LOCK_FILE = ".lake.lock"
 # The run tag carrying the lock holder's token to the steps of its runs.
@@ -117,7 +126,7 @@ def hold_lake(
         return
     if join_token is not None:
         holder = current_holder(root)
-        if holder is not None and holder.token == join_token and _alive(holder):
+        if holder is not None and holder.token == join_token and is_alive(holder):
             yield join_token
             return
     root.mkdir(parents=True, exist_ok=True)
@@ -175,7 +184,8 @@ def _write_holder(handle: IO[str], holder: LockHolder) -> None:
     handle.flush()
 
 
-def _alive(holder: LockHolder) -> bool:
+def is_alive(holder: LockHolder) -> bool:
+    """Whether the holder's process still runs (a holder on another machine is trusted)."""
     if holder.host != socket.gethostname():
         return True  # another machine's process: trust its lock file
     try:

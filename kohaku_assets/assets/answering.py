@@ -38,7 +38,7 @@ from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import CONFIG_VERSION, QAConfig
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
-from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
+from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.models import ModelPool
 
@@ -141,8 +141,9 @@ def retrievals(
     path = st.retrieval_path(lake, keys.retrieval)
     questions = load_questions(cfg.questions)
     # A stored table is reused; its failed questions (a planner outage) are retrieved again.
-    stored_errors = st.retrieval_errors(path) if path.exists() else {}
-    todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
+    stored = is_stored(path)  # an unreadable table is missing: computed again
+    stored_errors = st.retrieval_errors(path) if stored else {}
+    todo = questions if not stored else [q for q in questions if q.id in stored_errors]
     reused = not todo
     planner_calls = planner_hits = 0
     if todo:
@@ -271,7 +272,7 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
     # Stored runs can be repaired (failed rows asked again) under the same key: an ensemble
     # is reused only when voted from the run files as they are now.
     fingerprint = st.runs_fingerprint(lake, keys.prediction, cfg.voting.runs)
-    reused = path.exists() and parquet_metadata(path).get("runs_fingerprint") == fingerprint
+    reused = is_stored(path) and parquet_metadata(path).get("runs_fingerprint") == fingerprint
     if not reused:
         runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]
         failed = {p.question_id: p.error for run in runs for p in run if p.error}

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kohaku_assets.cli import config as config_cli
+from kohaku_assets.cli import doctor as doctor_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
@@ -204,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub, common, _settings)
     config_cli.add_parser(sub, common, _settings)
     explain_cli.add_parser(sub, common, _settings)
+    doctor_cli.add_parser(sub, common, _settings)
     experiments_cli.add_parser(sub, common, _settings)
     return parser
 

@@ -26,12 +26,12 @@ from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.records import Answer
 from kohaku_rag.evaluation.run_stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.evaluation.wattbot_csv import load_questions, load_ref_urls
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake import Lake, is_stored
 
 
 def _score_summary(path: Path) -> dict[str, Any] | None:
     """Mean WattBot components of a stored score table; None when nothing was scored."""
-    if not path.exists() or pq.read_metadata(path).num_rows == 0:
+    if not is_stored(path) or pq.read_metadata(path).num_rows == 0:
         return None
     table = pq.read_table(path).to_pylist()
     n = len(table)
@@ -60,7 +60,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
         preds = [
             p
             for r in range(cfg.voting.runs)
-            if st.run_path(lake, keys.prediction, r).exists()
+            if is_stored(st.run_path(lake, keys.prediction, r))
             for p in st.read_run(lake, keys.prediction, r)
         ]
         rows.append(
@@ -152,7 +152,7 @@ def _cost(preds: list[Prediction]) -> dict[str, Any]:
 
 def _breakdown(path: Path) -> dict[str, Any]:
     """Accuracy per question type and the error taxonomy, as JSON text columns."""
-    rows = pq.read_table(path).to_pylist() if path.exists() else []
+    rows = pq.read_table(path).to_pylist() if is_stored(path) else []
     errors = Counter(str(r["error_type"]) for r in rows)
     return {
         "type_accuracy": json.dumps(st.per_type_accuracy(rows)) if rows else "{}",
@@ -163,7 +163,7 @@ def _breakdown(path: Path) -> dict[str, Any]:
 def question_scores(lake: Lake, score_key: str) -> dict[str, float]:
     """question id -> its WattBot score in a stored score table."""
     path = st.score_path(lake, score_key)
-    if not path.exists() or pq.read_metadata(path).num_rows == 0:
+    if not is_stored(path) or pq.read_metadata(path).num_rows == 0:
         return {}
     return {r["id"]: float(r["total"]) for r in pq.read_table(path, columns=["id", "total"]).to_pylist()}
 

@@ -210,9 +210,8 @@ def test_a_second_writer_waits_for_the_first_or_exits_2_with_no_wait(env, capsys
     holder.start()
     try:
         assert ready.wait(60)
-        with pytest.raises(LakeBusy, match=f"pid {holder.pid}"):
-            with hold_lake(settings.lake.root, "second", wait=False):
-                pass
+        with pytest.raises(LakeBusy, match=f"pid {holder.pid}"), hold_lake(settings.lake.root, "second", wait=False):
+            pass
         status, out = _index(settings, capsys, "--no-wait")
         assert status == 2 and f"pid {holder.pid}" in out and "Traceback" not in out
         started = time.monotonic()
@@ -247,3 +246,29 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(env, capsys):
 def test_the_lock_is_re_entrant_within_a_process(tmp_path):
     with hold_lake(tmp_path, "outer") as outer, hold_lake(tmp_path, "inner", wait=False) as inner:
         assert outer == inner
+
+
+# ── kohaku doctor ─────────────────────────────────────────────────────────────────
+
+
+def test_doctor_lists_what_is_wrong_and_repair_fixes_it(env, capsys):
+    settings, _ = env
+    assert _index(settings, capsys)[0] == 0
+    capsys.readouterr()
+    assert _cli(settings, "doctor") == 0
+    assert "healthy" in capsys.readouterr().out
+    rows = settings.lake.table(ix.INDEX_ROWS, "gpu")
+    rows.write_bytes(rows.read_bytes()[:100])
+    _garble(settings.lake.vectors_path)
+    leftover = settings.lake.index_dir / ".bm25.npz.abc.tmp"
+    leftover.write_bytes(b"half")
+    capsys.readouterr()
+    assert _cli(settings, "doctor") == 1
+    out = capsys.readouterr().out
+    assert "gpu.parquet" in out and "vectors.sqlite" in out and ".bm25.npz.abc.tmp" in out
+    assert "Traceback" not in out
+    assert _cli(settings, "doctor", "--repair") == 0
+    out = capsys.readouterr().out
+    assert "healthy" in out and "moved" in out
+    assert not leftover.exists()
+    assert _search_docs(settings, capsys) == ["carbon", "gpu", "water"] or "water" in _search_docs(settings, capsys)
