@@ -407,6 +407,8 @@ def _run_index(
     lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)), settings.corpus)
     lags = (("vector_index", lag.vectors), ("bm25_index", lag.bm25), ("search_aids", lag.aids))
     stale = [AssetKey(a) for a, docs in lags if docs]
+    for line in lag.problems():
+        progress(line)
     if stale:
         # The whole job when all are behind (the run the UI would launch), else those behind.
         subset = None if len(stale) == len(lags) else stale
@@ -414,7 +416,7 @@ def _run_index(
         if not result.success:
             raise RunFailed(f"index assembly failed: {failure_message(result, verbose=verbose)}")
         rebuilt = materialization_metadata(result).get("vector_index", {}).get("rebuilt")
-        if rebuilt:
+        if rebuilt and not lag.problems():
             progress(f"rebuilt the vector index from the lake's stored rows: {rebuilt}")
     report.failed.update(plan.held)
     report.held = sorted(plan.held)

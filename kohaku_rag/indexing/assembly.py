@@ -177,6 +177,16 @@ class IndexLag:
     def behind(self) -> bool:
         return bool(self.vectors or self.bm25 or self.aids)
 
+    def problems(self) -> list[str]:
+        """One line per index whose file is missing or unreadable (not merely behind a
+        changed document): what the next assembly rebuilds, and why."""
+        named = (("vector index", self.vectors), ("BM25 index", self.bm25), ("search aids", self.aids))
+        return [
+            f"rebuilding the {name} from the lake's stored rows: {lag[0].strip('()')}"
+            for name, lag in named
+            if len(lag) == 1 and lag[0].startswith("(") and "setting changed" not in lag[0]
+        ]
+
 
 def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None) -> IndexLag:
     """Compare what each index holds with the lake's current per-document versions.
@@ -197,9 +207,16 @@ def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = Non
         vectors = ["(vector search setting changed)"]  # the assembly re-records it, nothing re-upserted
     return IndexLag(
         vectors=vectors,
-        bm25=_differing(BM25Index.saved_versions(lake.bm25_path), {d: _bm25_version(v) for d, v in wanted.items()}),
+        bm25=_bm25_behind(lake, {d: _bm25_version(v) for d, v in wanted.items()}),
         aids=search_aids_behind(lake, doc_ids, corpus),
     )
+
+
+def _bm25_behind(lake: Lake, wanted: dict[str, str]) -> list[str]:
+    have = BM25Index.saved_versions(lake.bm25_path)
+    if have is None and lake.bm25_path.exists():
+        return ["(bm25 index unreadable)"]
+    return _differing(have, wanted)
 
 
 def _differing(have: dict[str, str] | None, wanted: dict[str, str]) -> list[str]:

@@ -115,10 +115,12 @@ def _index_corpus(
     keep = sorted(set(scan.documents) | set(scan.missing))
     # Not "if something was built": an earlier run may have died mid-assembly.
     lag = assembly.indexes_behind(lake, keep, corpus)
+    for line in lag.problems():
+        progress(line)
     if lag.vectors:
         embedder = models.embedder(cfg.embedder, lake)
         stats = assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
-        if stats.rebuilt:
+        if stats.rebuilt and not lag.problems():
             progress(f"rebuilt the vector index from the stored rows of {stats.documents} documents: {stats.rebuilt}")
     if lag.bm25:
         assembly.assemble_bm25(lake, keep)

@@ -84,10 +84,11 @@ class IndexMismatchError(KohakuError):
 
 def _check_readable(path: Path) -> None:
     health = check_store(path)
-    if health.versions is None:
-        raise IndexUnavailable(
-            f"{path}: {health.problem}; `kohaku index` rebuilds the index from the lake's stored rows"
-        )
+    problem = health.problem
+    if problem is None and health.damaged:
+        problem = f"the rows of {len(health.damaged)} document(s) changed behind the index's back"
+    if problem is not None:
+        raise IndexUnavailable(f"{path}: {problem}; `kohaku index` rebuilds the index from the lake's stored rows")
 
 
 @dataclass(frozen=True)
