@@ -24,6 +24,8 @@ from kohaku_rag.stores.vectors import check_store
 
 __all__ = ["Finding", "check_lake", "repair_lake"]
 
+# The per-document tables a document's rebuild reads back (its index rows are what search uses).
+_INTERMEDIATE = (ix.SOURCES, ix.TREES, ix.CAPTIONS, ix.LEAF_EMBEDDINGS, ix.NODE_EMBEDDINGS)
 # Leftovers of writes that were killed: atomic writes' temporary files and a store built beside.
 _LEFTOVER_SUFFIXES = (".tmp", ".building", ".building-wal", ".building-shm")
 
@@ -53,17 +55,28 @@ def check_lake(lake: Lake, corpus: Path | None = None) -> list[Finding]:
 
 def repair_lake(lake: Lake) -> list[str]:
     """Apply the fixes that need no corpus and no model; returns one line per action.
-    Unreadable tables are renamed aside (`.unreadable`), so the next run recomputes them."""
+    Unreadable tables are renamed aside (`.unreadable`), so the next run recomputes them. A
+    document's intermediate table (its tree, captions, vectors) is only read when the
+    document is rebuilt, so its index rows are set aside too: the next `kohaku index`
+    rebuilds that document (its readable steps are reused) instead of skipping it."""
     done: list[str] = []
     for finding in _unreadable_tables(lake):
         path = Path(finding.subject)
-        aside = path.with_name(path.name + ".unreadable")
-        os.replace(path, aside)
-        done.append(f"moved {path} aside to {aside.name}: {finding.problem}")
+        done.append(f"moved {path} aside to {_set_aside(path)}: {finding.problem}")
+        if path.parent.name in _INTERMEDIATE and path.parent.parent == lake.root:
+            rows = lake.table(ix.INDEX_ROWS, path.stem)
+            if rows.exists():
+                done.append(f"moved {rows} aside to {_set_aside(rows)}: {path.stem} is rebuilt")
     for finding in _leftovers(lake):
         Path(finding.subject).unlink(missing_ok=True)
         done.append(f"deleted {finding.subject}: {finding.problem}")
     return done
+
+
+def _set_aside(path: Path) -> str:
+    aside = path.with_name(path.name + ".unreadable")
+    os.replace(path, aside)
+    return aside.name
 
 
 def _parquet_files(lake: Lake) -> list[Path]:
