@@ -320,7 +320,7 @@ def damages(work: Path) -> tuple[int, int]:
         damage(lake)
         before = _search_outcome(lake, corpus, expected)
         fix = index(lake, corpus)
-        said = [line for line in fix.stderr.splitlines() if "rebuilt" in line or "recomputing" in line]
+        said = [line for line in fix.stderr.splitlines() if "rebuil" in line or "recomputing" in line]
         after = _search_outcome(lake, corpus, expected)
         again = index(lake, corpus)
         quiet = again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["recomputed"] == 0

@@ -182,7 +182,7 @@ class IndexLag:
         changed document): what the next assembly rebuilds, and why."""
         named = (("vector index", self.vectors), ("BM25 index", self.bm25), ("search aids", self.aids))
         return [
-            f"rebuilding the {name} from the lake's stored rows: {lag[0].strip('()')}"
+            f"rebuilding the {name} from the lake's stored rows: {lag[0][1:-1]}"
             for name, lag in named
             if len(lag) == 1 and lag[0].startswith("(") and "setting changed" not in lag[0]
         ]
