@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kohaku_assets.cli import config as config_cli
+from kohaku_assets.cli import doctor as doctor_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli import score as score_cli
@@ -48,7 +49,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     # `kohaku demo` comes through here too, without the index-only flags.
     retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)
     with download_bar(enabled=not args.json):
-        report = run_index(settings, progress=say, retry_failed=retry, verbose=verbose)
+        report = run_index(
+            settings, progress=say, retry_failed=retry, verbose=verbose, wait=not getattr(args, "no_wait", False)
+        )
     if args.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -194,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--verbose", action="store_true", help="print the traceback of each failure")
     p.add_argument(
+        "--no-wait", action="store_true", help="exit (status 2) instead of waiting when another process writes the lake"
+    )
+    p.add_argument(
         "--follow-links", action="store_true", help="index symbolic links that lead outside the corpus folder"
     )
     p.set_defaults(func=cmd_index)
@@ -228,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub, common, _settings)
     config_cli.add_parser(sub, common, _settings)
     explain_cli.add_parser(sub, common, _settings)
+    doctor_cli.add_parser(sub, common, _settings)
     experiments_cli.add_parser(sub, common, _settings)
     score_cli.add_parser(sub)
     return parser
