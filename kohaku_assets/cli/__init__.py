@@ -6,7 +6,6 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,11 +21,13 @@ from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli import score as score_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
+from kohaku_assets.cli.supervise import supervise
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
 from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.indexing.corpus import check_corpus_folder
 from kohaku_rag.progress import listening
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.samples import write_sample_corpus
@@ -43,6 +44,7 @@ def _settings(args: argparse.Namespace) -> KohakuSettings:
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    check_corpus_folder(settings.corpus)  # before the lake is created: a typo'd path leaves nothing
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     # `kohaku demo` comes through here too, without the index-only flags.
     retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)
@@ -130,7 +132,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     print(f"Dagster UI (webserver and daemon) on http://{args.host}:{args.port} for the lake {settings.lake.root}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"  listening on {args.host}: anyone who can reach this address can launch runs", file=sys.stderr)
-    return subprocess.call(cmd, env=env)
+    return supervise(cmd, env)  # SIGTERM/Ctrl-C stop the webserver, daemon and code servers too
 
 
 def cmd_sample(args: argparse.Namespace) -> int:

@@ -590,7 +590,7 @@ def answer_runs(
         if level not in level_items:
             try:
                 level_items[level] = searcher.search(queries, deepen(search_cfg, level))
-            except RetriesExhausted as exc:  # a search's LLM (diverse rerank) is down: a failure
+            except BackendError as exc:  # a search's LLM (diverse rerank) or reranker failed: a failure
                 for run in pending:
                     run.error = f"{type(exc).__name__}: {exc}"
                 break

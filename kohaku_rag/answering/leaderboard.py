@@ -100,7 +100,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
                 "retrieval_hash": cfg.retrieval_hash,
                 "generation_hash": cfg.generation_hash,
                 "voting_hash": cfg.voting_hash,
-                "config_json": json.dumps(cfg.as_dict(), default=str),
+                "config_json": json.dumps(cfg.stored_dict(), default=str),
             }
         )
     return rows

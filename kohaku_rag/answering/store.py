@@ -40,7 +40,7 @@ from kohaku_rag.answering.diverse_rerank import answering_searcher
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.config_files import stable_hash
-from kohaku_rag.errors import KohakuError, RetriesExhausted
+from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, MetricReport, check_metric, score_with
 from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
@@ -194,8 +194,9 @@ def compute_retrievals(
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
             items = searcher.search(queries, search_config(q, cfg.retrieval))
-        # The planner's, a hosted reranker's or the diverse rerank's endpoint is down.
-        except RetriesExhausted as exc:
+        # The planner's, a hosted reranker's or the diverse rerank's call failed (the endpoint
+        # is down, or refused the request: a 401): a failure, retrieved again by the next run.
+        except BackendError as exc:
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         return {

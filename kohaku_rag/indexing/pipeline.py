@@ -16,7 +16,7 @@ from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
-from kohaku_rag.indexing.corpus import resolve_source, scan_corpus
+from kohaku_rag.indexing.corpus import check_corpus_folder, resolve_source, scan_corpus
 from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_line, remember
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.lake import Lake
@@ -67,6 +67,7 @@ def index_corpus(
     """Index new and changed documents, drop removed ones, and re-assemble whichever index
     differs from the per-document tables. A document that fails is reported by id with its
     reason and not tried again until it changes (or `retry_failed`); the rest index."""
+    check_corpus_folder(corpus)  # before the lake (and its lock file) is created
     with hold_lake(lake.root, "kohaku_rag.index", say=progress):
         return _index_corpus(corpus, lake, cfg, models or ModelPool(), progress, retry_failed, follow_links)
 
