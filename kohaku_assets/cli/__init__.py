@@ -14,6 +14,7 @@ from pathlib import Path
 from kohaku_assets.cli import config as config_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
+from kohaku_assets.cli import serve as serve_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
@@ -200,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_cli.add_parser(sub, common, _settings)
     explain_cli.add_parser(sub, common, _settings)
     experiments_cli.add_parser(sub, common, _settings)
+    serve_cli.add_parser(sub, common, _settings)
     return parser
 
 
