@@ -57,7 +57,9 @@ class Node:
     bbox: BBox | None = None
     attachment: Attachment = Attachment.TEXT
     media_hash: str | None = None
-    rects: tuple[Rect, ...] = ()  # a PDF sentence's line boxes (the page highlight)
+    # A PDF sentence's line boxes, for the page highlight: layout kept in the tree table
+    # only (the vector store does not hold it), so it is not part of a node's identity.
+    rects: tuple[Rect, ...] = field(default=(), compare=False)
 
     @property
     def length(self) -> int:

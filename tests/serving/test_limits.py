@@ -1,0 +1,102 @@
+"""Safe by default: the bearer key, the refusal to listen beyond loopback without one, and
+the bounded queue (429 with Retry-After), through a real uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import threading
+
+import httpx
+import pytest
+from asgi_server import serving
+from conftest import WATER_QUESTION, write_config
+from qa_server import QUESTIONS, QAServer
+
+from kohaku_assets.cli.serve import serve_settings
+from kohaku_assets.resources import KohakuSettings
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.serving.app import build_app
+from kohaku_rag.serving.service import AnswerService
+
+
+def test_a_key_guards_every_request_but_the_page(settings) -> None:
+    app = build_app(dataclasses.replace(settings, api_key="s3cret-key"))
+    with serving(app) as url:
+        assert httpx.get(f"{url}/healthz").status_code == 401
+        wrong = httpx.get(f"{url}/api/documents", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401 and wrong.json()["error"]["code"] == 401
+        assert "s3cret" not in wrong.text
+        assert httpx.post(f"{url}/v1/chat/completions", json={}).status_code == 401
+        ok = httpx.get(f"{url}/healthz", headers={"Authorization": "Bearer s3cret-key"})
+        assert ok.status_code == 200
+        assert httpx.get(f"{url}/").status_code == 200  # the page's files hold no data
+        assert httpx.get(f"{url}/static/app.js").status_code == 200
+
+
+def _args(**kw: object) -> argparse.Namespace:
+    base = {"host": "127.0.0.1", "api_key_env": None, "no_auth": False, "config": None, "cors": None}
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_non_loopback_needs_a_key_or_no_auth(lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    ks = KohakuSettings(lake_root=str(lake), corpus_dir=str(lake / "corpus"))
+    assert serve_settings(_args(), ks)[1] is None
+    with pytest.raises(ValueError, match="--api-key-env VAR"):
+        serve_settings(_args(host="0.0.0.0"), ks)
+    served, warning = serve_settings(_args(host="0.0.0.0", no_auth=True), ks)
+    assert served.api_key is None and warning and "without authentication" in warning
+    with pytest.raises(ValueError, match="not set"):
+        serve_settings(_args(host="0.0.0.0", api_key_env="KOHAKU_TEST_KEY"), ks)
+    monkeypatch.setenv("KOHAKU_TEST_KEY", "k-123")
+    served, warning = serve_settings(_args(host="0.0.0.0", api_key_env="KOHAKU_TEST_KEY"), ks)
+    assert served.api_key == "k-123" and warning is None
+    with pytest.raises(ValueError, match="not the key itself"):
+        serve_settings(_args(api_key_env="sk-abcdefghijklmnopqrstuvwxyz0123456789"), ks)
+
+
+def test_a_full_queue_answers_429_with_retry_after(lake, settings) -> None:
+    with QAServer() as slow:
+        slow.default_delay = 1.0
+        write_config(lake, "slow", slow.base_url, max_concurrent=1)
+        app = build_app(dataclasses.replace(settings, config="slow", queue_size=1))
+        questions = list(QUESTIONS)
+        with serving(app) as url:
+            results: dict[str, httpx.Response] = {}
+
+            def ask(q: str) -> None:
+                results[q] = httpx.post(f"{url}/api/ask", json={"question": q}, timeout=30)
+
+            threads = [threading.Thread(target=ask, args=(q,)) for q in questions[:2]]
+            for t in threads:
+                t.start()
+            # one answering, one waiting: the next is refused at once
+            deadline = threading.Event()
+            for _ in range(100):
+                if slow.requests:
+                    break
+                deadline.wait(0.05)
+            refused = httpx.post(f"{url}/api/ask", json={"question": questions[2]}, timeout=30)
+            streamed = httpx.post(f"{url}/api/ask", json={"question": questions[2], "stream": True}, timeout=30)
+            for t in threads:
+                t.join()
+        assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"]["type"] == "queue_full"
+        assert streamed.status_code == 429
+        assert all(r.status_code == 200 for r in results.values())
+        assert slow.max_in_flight == 1  # max_concurrent = 1: one request at a time
+
+
+def test_the_bundled_model_takes_one_question_at_a_time(settings) -> None:
+    service = AnswerService(settings)
+    assert service.gate(QAConfig()).concurrency == 1  # backend "llama"
+    cfg = service.named_config("fake").config
+    assert service.gate(cfg).concurrency == cfg.generation.llm.max_concurrent == 4
+
+
+def test_stored_answer_returns_while_the_queue_is_busy(settings, qa: QAServer) -> None:
+    with serving(build_app(settings)) as url:
+        first = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
+        qa.default_delay = 5.0
+        again = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=3)
+        assert again.json()["stored"] is True and again.json()["value"] == first["value"]
