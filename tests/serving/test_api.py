@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import WATER_QUESTION, WATER_URL
 from qa_server import QAServer
+from serving_corpus import WATER_QUESTION, WATER_URL
 from starlette.testclient import TestClient
 
 from kohaku_rag.serving.served import SERVED, read_day

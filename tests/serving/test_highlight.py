@@ -8,8 +8,8 @@ import io
 import numpy as np
 import pymupdf
 import pytest
-from conftest import WATER_MD, WATER_QUESTION
 from PIL import Image
+from serving_corpus import WATER_MD, WATER_QUESTION
 from starlette.testclient import TestClient
 
 from kohaku_rag.indexing.steps import read_tree

@@ -10,8 +10,8 @@ import threading
 import httpx
 import pytest
 from asgi_server import serving
-from conftest import WATER_QUESTION, write_config
 from qa_server import QUESTIONS, QAServer
+from serving_corpus import WATER_QUESTION, write_config
 
 from kohaku_assets.cli.serve import serve_settings
 from kohaku_assets.resources import KohakuSettings

@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 from asgi_server import serving
-from conftest import WATER_QUESTION, WATER_URL
+from serving_corpus import WATER_QUESTION, WATER_URL
 
 
 @pytest.fixture()

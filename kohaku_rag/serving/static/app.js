@@ -26,7 +26,9 @@ async function api(path, options) {
 
 function el(tag, props, children) {
   const node = document.createElement(tag);
-  Object.assign(node, props || {});
+  const { dataset, ...rest } = props || {};
+  Object.assign(node, rest);
+  Object.assign(node.dataset, dataset || {});
   for (const c of children || []) node.append(c);
   return node;
 }
@@ -69,10 +71,10 @@ async function ask(event) {
   if (!question) return;
   showError("");
   $("ask").disabled = true;
-  $("progress").replaceChildren();
-  showStage("planning");
   const body = { question, config: $("config").value || null, unit: $("unit").value.trim() || null, stream: true };
   try {
+    $("progress").replaceChildren();
+    showStage("planning");
     const res = await api("/api/ask", { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } });
     const result = await readEvents(res);
     if (result) { remember(result); showAnswer(result); }
