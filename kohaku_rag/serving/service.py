@@ -152,8 +152,10 @@ class AnswerService:
             raise ApiError(503, str(exc), code="no_index") from exc
         stored = self.stored().get(key)
         if stored is not None:
+            response = {**stored, "stored": True, "seconds": 0.0}
+            self._keep(key, response, via)
             progress({"stage": "done", "stored": True})
-            return {**stored, "stored": True, "seconds": 0.0}
+            return response
         loop = asyncio.get_running_loop()
 
         def say(stage: str) -> None:  # from the answering thread
@@ -185,7 +187,8 @@ class AnswerService:
 
     def _keep(self, key: tuple[str, str, str, str, str], response: dict[str, Any], via: str) -> None:
         question, unit, config, config_hash, index_version = key
-        self.stored()[key] = response
+        if not response["stored"]:
+            self.stored()[key] = response
         row = {
             "time": datetime.now(UTC),
             "question": question,
@@ -198,7 +201,7 @@ class AnswerService:
             "refs": response["refs"],
             "is_blank": response["is_blank"],
             "seconds": response["seconds"],
-            "stored": False,
+            "stored": response["stored"],
             "via": via,
             "response": json.dumps(response),
         }

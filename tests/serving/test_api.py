@@ -60,7 +60,7 @@ def test_ask_answers_with_citations_and_stores_the_answer(client, lake: Path, qa
     assert len(qa.requests) == asked  # the stored answer, no LLM call
     (day,) = list((lake / SERVED).glob("*.parquet"))
     rows = read_day(day).to_pylist()
-    assert [r["question"] for r in rows] == [WATER_QUESTION]
+    assert [(r["question"], r["stored"]) for r in rows] == [(WATER_QUESTION, False), (WATER_QUESTION, True)]
     assert rows[0]["refs"] == ["water"] and rows[0]["config"] == "fake" and rows[0]["value"] == "0.18"
     assert "127.0.0.1" not in json.dumps(rows, default=str) and "testclient" not in json.dumps(rows, default=str)
 
