@@ -51,8 +51,11 @@ function showError(message) { $("error").textContent = message; $("error").hidde
 
 function showStage(stage, info) {
   const list = $("progress");
-  if (!list.children.length) {
-    for (const s of STAGES) list.append(el("li", { textContent: s, dataset: { stage: s } }));
+  if (!list.children.length) {  // "queued" shows only when the question had to wait
+    for (const s of STAGES.slice(1)) list.append(el("li", { textContent: s, dataset: { stage: s } }));
+  }
+  if (stage === "queued" && !list.querySelector("[data-stage=queued]")) {
+    list.prepend(el("li", { textContent: "queued", dataset: { stage: "queued" } }));
   }
   const at = STAGES.indexOf(stage);
   for (const li of list.children) {
