@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -54,6 +55,8 @@ class AnswerService:
         self._rag: tuple[int | None, kr.Rag] | None = None
         self._gates: dict[tuple[str, str, str | None], Gate] = {}
         self._stored: dict[tuple[str, str, str, str, str], dict[str, Any]] | None = None
+        self._index_version: tuple[tuple[int | None, ...], str] | None = None
+        self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- the lake
@@ -91,10 +94,18 @@ class AnswerService:
             if name == DEFAULT_CONFIG:
                 return NamedConfig(name, QAConfig())
             raise ApiError(404, f"no config {name!r}; GET /api/configs lists them")
+        stamp = _mtime(path)
+        with self._lock:
+            held = self._configs.get(name)
+        if held is not None and held[0] == stamp:
+            return held[1]
         try:
-            return NamedConfig(name, load_qa_config(path))
+            named = NamedConfig(name, load_qa_config(path))
         except ValueError as exc:
             raise ApiError(400, str(exc)) from exc
+        with self._lock:  # kept until the file changes (loading checks every key: ~0.1 s)
+            self._configs[name] = (stamp, named)
+        return named
 
     def configs(self) -> list[dict[str, Any]]:
         """Every config with its leaderboard scores (None where it was never scored)."""
@@ -139,21 +150,16 @@ class AnswerService:
         self, question: str, config: str | None, unit: str | None, progress: Progress, via: str = "api"
     ) -> dict[str, Any]:
         """The answer as JSON: from a stored answer at once when the same question was
-        answered with the same config and index, else through the config's queue."""
+        answered with the same config and index, else through the config's queue. File and
+        model work runs in worker threads: the event loop only routes progress events."""
         question = self.check_question(question)
         unit = (unit or "is_blank").strip() or "is_blank"
         if len(unit) > 100:
             raise ApiError(400, "unit: at most 100 characters")
-        named = self.named_config(config)
-        rag = self.rag()
-        try:
-            key = (question, unit, named.name, named.config.generation_hash, index_fingerprint(self.lake))
-        except FileNotFoundError as exc:
-            raise ApiError(503, str(exc), code="no_index") from exc
-        stored = self.stored().get(key)
+        named, key, stored = await anyio.to_thread.run_sync(lambda: self._prepare(question, unit, config))
         if stored is not None:
             response = {**stored, "stored": True, "seconds": 0.0}
-            self._keep(key, response, via)
+            await anyio.to_thread.run_sync(lambda: self._keep(key, response, via))
             progress({"stage": "done", "stored": True})
             return response
         loop = asyncio.get_running_loop()
@@ -161,23 +167,49 @@ class AnswerService:
         def say(stage: str) -> None:  # from the answering thread
             loop.call_soon_threadsafe(progress, {"stage": stage})
 
-        async with self.gate(named.config).slot() as place:
-            if place:
-                progress({"stage": "queued", "place": place})
+        def answer() -> dict[str, Any]:
             started = time.perf_counter()
             try:
-                result = await anyio.to_thread.run_sync(
-                    lambda: rag.ask(question, config=named.config, unit=unit, progress=say)
-                )
+                result = self.rag().ask(question, config=named.config, unit=unit, progress=say)
             except BackendError as exc:
                 raise ApiError(502, f"the LLM failed: {exc}") from exc
             except KohakuError as exc:
                 raise ApiError(500, f"answering failed: {exc}") from exc
-            seconds = time.perf_counter() - started
-        response = self.response(result, named.name, seconds)
-        self._keep(key, response, via)
+            response = self.response(result, named.name, time.perf_counter() - started)
+            self._keep(key, response, via)
+            return response
+
+        async with self.gate(named.config).slot() as place:
+            if place:
+                progress({"stage": "queued", "place": place})
+            response = await anyio.to_thread.run_sync(answer)
         progress({"stage": "done", "stored": False})
         return response
+
+    def _prepare(
+        self, question: str, unit: str, config: str | None
+    ) -> tuple[NamedConfig, tuple[str, str, str, str, str], dict[str, Any] | None]:
+        """The config, the stored-answer key (question, unit, config, its hash, the index
+        version) and the stored answer under it, if any."""
+        named = self.named_config(config)
+        self.rag()  # 503 when there is no index
+        key = (question, unit, named.name, named.config.generation_hash, self.index_version())
+        return named, key, self.stored().get(key)
+
+    def index_version(self) -> str:
+        """What the index holds (every document's index-rows version), recomputed only when
+        the assembled index files change on disk."""
+        stamp = tuple(_mtime(p) for p in (self.lake.vectors_path, self.lake.bm25_path))
+        with self._lock:
+            if self._index_version is not None and self._index_version[0] == stamp:
+                return self._index_version[1]
+        try:
+            version = index_fingerprint(self.lake)
+        except FileNotFoundError as exc:
+            raise ApiError(503, str(exc), code="no_index") from exc
+        with self._lock:
+            self._index_version = (stamp, version)
+        return version
 
     def stored(self) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
         with self._lock:
@@ -276,3 +308,10 @@ class AnswerService:
 
     def _title(self, doc_id: str) -> str:
         return self._title_url(doc_id)[0]
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
