@@ -4,6 +4,7 @@ events, errors as JSON, stored answers and the served_answers table."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from qa_server import QAServer
 from serving_corpus import WATER_QUESTION, WATER_URL
 from starlette.testclient import TestClient
 
+import kohaku_rag as kr
 from kohaku_rag.serving.served import SERVED, read_day
 
 
@@ -195,3 +197,26 @@ def test_cors_for_the_given_origin_only(settings) -> None:
         assert ok.headers["access-control-allow-origin"] == "https://team.example"
         other = c.get("/healthz", headers={"Origin": "https://evil.example"})
         assert "access-control-allow-origin" not in other.headers
+
+
+def test_a_reassembled_index_is_picked_up_without_a_restart(client, lake, built_lake) -> None:
+    corpus = built_lake.parent / "corpus"
+    assert client.get("/healthz").json()["documents"] == 3
+    before = client.post("/api/search", json={"question": "tidal turbines in the estuary"}).json()["context"]
+    assert all(c["doc_id"] != "tides" for c in before)
+    mine = Path(shutil.copytree(corpus, lake.parent / "corpus"))
+    (mine / "tides.md").write_text(
+        "# Tides\n\n## 1 Power\n\nThe tidal turbines in the estuary produced 12 MW at peak flow.\n"
+    )
+    summary = kr.index(mine, lake, progress=lambda _m: None)
+    assert summary.recomputed == ["tides"]
+    assert client.get("/healthz").json()["documents"] == 4
+    after = client.post("/api/search", json={"question": "tidal turbines in the estuary"}).json()["context"]
+    assert after[0]["doc_id"] == "tides"
+
+
+def test_kohaku_serve_refuses_an_open_host_without_a_key(lake, capsys) -> None:
+    from kohaku_assets.cli import main
+
+    assert main(["serve", "--lake", str(lake), "--host", "0.0.0.0"]) == 2
+    assert "--api-key-env VAR" in capsys.readouterr().err
