@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -290,13 +291,11 @@ class AnswerService:
         except ApiError:
             sentences = []
         if sentences:
-            stating = [s for s in sentences if value and value in s.text] or [
-                s for s in sentences if s.text in item.marks
-            ]
+            stating = [s for s in sentences if _states(s.text, value)] or [s for s in sentences if s.text in item.marks]
             best = (stating or sentences)[0]
             return best.text, best.node_id
         parts = split_sentences(item.text) or [item.text]
-        stating_text = [s for s in parts if value and value in s]
+        stating_text = [s for s in parts if _states(s, value)]
         return (stating_text or parts)[0], item.node_id
 
     def _title_url(self, doc_id: str) -> tuple[str, str]:
@@ -315,3 +314,11 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
+
+
+def _states(sentence: str, value: str) -> bool:
+    """Whether a sentence states the value as a whole number or word ("0.18", not the "1"
+    inside "2018"); a blank or true/false value (1/0) states nothing quotable."""
+    if not value or value in ("is_blank", "0", "1"):
+        return False
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", sentence) is not None
