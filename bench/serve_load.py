@@ -38,6 +38,7 @@ from kohaku_rag.samples import write_sample_corpus  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
 
+KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
 _VARIANT = re.compile(r"\s*\[v\d+\]$", re.MULTILINE)
 
 # Questions for the sample PDFs (kohaku sample-corpus), with their units.
@@ -149,7 +150,7 @@ def run_bundled(args: argparse.Namespace, work: Path) -> None:
     q0, unit0 = BUNDLED_QUESTIONS[0]
     started = time.perf_counter()
     cli = subprocess.run(
-        [sys.executable, "-m", "kohaku_assets.cli", "ask", q0, "--unit", unit0, "--lake", str(lake),
+        [sys.executable, "-c", KOHAKU, "ask", q0, "--unit", unit0, "--lake", str(lake),
          "--corpus", str(corpus)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip

@@ -25,7 +25,13 @@ async def progress_stream(work: Work) -> AsyncIterator[tuple[str, dict[str, Any]
     stored and served again at once)."""
     queue: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
     task = asyncio.ensure_future(work(lambda p: queue.put_nowait(("progress", p))))
-    task.add_done_callback(lambda _t: queue.put_nowait(("end", {})))
+
+    def finished(t: asyncio.Future[dict[str, Any]]) -> None:
+        queue.put_nowait(("end", {}))
+        if not t.cancelled():
+            t.exception()  # retrieved: a client that left early leaves no "never retrieved" warning
+
+    task.add_done_callback(finished)
     while True:
         kind, payload = await queue.get()
         if kind == "end":

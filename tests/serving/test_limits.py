@@ -19,6 +19,9 @@ from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.service import AnswerService
 
+# `kohaku` from this checkout (the installed script may belong to another one)
+KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
+
 
 def test_a_key_guards_every_request_but_the_page(settings) -> None:
     app = build_app(dataclasses.replace(settings, api_key="s3cret-key"))
@@ -100,3 +103,47 @@ def test_stored_answer_returns_while_the_queue_is_busy(settings, qa: QAServer) -
         qa.default_delay = 5.0
         again = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=3)
         assert again.json()["stored"] is True and again.json()["value"] == first["value"]
+
+
+def test_kohaku_serve_starts_uvicorn_and_answers(lake) -> None:
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "KOHAKU_LAKE": str(lake), "KOHAKU_TEST_SERVE_KEY": "t0ken"}
+    cmd = [sys.executable, "-c", KOHAKU, "serve", "--lake", str(lake), "--port", str(port),
+           "--api-key-env", "KOHAKU_TEST_SERVE_KEY"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/healthz", headers={"Authorization": "Bearer t0ken"})
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "kohaku serve did not start"
+                time.sleep(0.2)
+        assert r.json() == {"status": "ok", "documents": 3}
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 401
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    assert f"http://127.0.0.1:{port}/" in out and "t0ken" not in out + err
+
+
+def test_without_an_index_asking_is_a_503(tmp_path) -> None:
+    from starlette.testclient import TestClient
+
+    from kohaku_rag.serving.settings import ServeSettings
+
+    with TestClient(build_app(ServeSettings(lake=tmp_path / "empty"))) as c:
+        assert c.get("/healthz").json() == {"status": "ok", "documents": 0}
+        r = c.post("/api/ask", json={"question": "anything?"})
+        assert r.status_code == 503 and "no index" in r.json()["error"]["message"]
+        assert c.get("/api/documents").json() == {"documents": []}
