@@ -100,21 +100,17 @@ class Documents:
             raise ApiError(404, f"document {doc_id!r} is {info.format}, not a PDF: ask /api/documents/{doc_id}/text")
         if not info.path.is_file():
             raise ApiError(404, f"the PDF of {doc_id!r} is no longer where it was indexed from")
-        rects = self.rects(doc_id, highlight, page) if highlight else []
+        sentences = self.sentences(doc_id, highlight) if highlight else []
         with pymupdf.open(info.path) as pdf:
             if not 1 <= page <= pdf.page_count:
                 raise ApiError(404, f"document {doc_id!r} has pages 1 to {pdf.page_count}, not {page}")
             pg = pdf[page - 1]
-            for r in rects:
+            for r in snapped_rects(pg, sentences, page):
                 pg.draw_rect(
                     pymupdf.Rect(r[1:]), color=None, fill=HIGHLIGHT, fill_opacity=HIGHLIGHT_OPACITY, overlay=True
                 )
             png: bytes = pg.get_pixmap(dpi=dpi).tobytes("png")
         return png
-
-    def rects(self, doc_id: str, node_id: str, page: int) -> list[Rect]:
-        """The boxes of the node's sentences on one page."""
-        return [r for s in self.sentences(doc_id, node_id) for r in s.rects if r[0] == page]
 
     def marked_text(self, doc_id: str, node_id: str) -> dict[str, object]:
         """A node's paragraph with the node's sentences marked, for documents without pages
@@ -142,3 +138,36 @@ class Documents:
         if not marked:  # a paragraph asked for: all of it is the evidence
             parts = [{"text": text, "marked": True}]
         return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page, "parts": parts}
+
+
+def snapped_rects(page: pymupdf.Page, sentences: list[Node], page_no: int) -> list[Rect]:
+    """The sentences' boxes on this page, their ends moved onto the words that open and
+    close each sentence. The tree's boxes split a line by its share of characters, which
+    can miss by part of a word in a proportional font; the page's own word boxes fix that."""
+    words = page.get_text("words") if sentences else []
+    out: list[Rect] = []
+    for s in sentences:
+        tokens = s.text.split()
+        last = len(s.rects) - 1
+        for i, r in enumerate(s.rects):
+            if r[0] != page_no:
+                continue
+            x0, x1 = r[1], r[3]
+            line = [w for w in words if r[2] <= (w[1] + w[3]) / 2 <= r[4]]
+            if i == 0 and tokens:
+                x0 = _nearest(line, tokens[0], x0, start=True)
+            if i == last and tokens:
+                x1 = _nearest(line, tokens[-1], x1, start=False)
+            out.append((page_no, x0, r[2], x1, r[4]))
+    return out
+
+
+def _nearest(line: list[tuple], token: str, x: float, start: bool) -> float:
+    """The start (or end) of the word of this line spelled like `token` closest to x; x
+    itself when none is within a few words of it."""
+    edge = 0 if start else 2
+    matches = [w[edge] for w in line if w[4] == token]
+    if not matches:
+        return x
+    best = min(matches, key=lambda v: abs(v - x))
+    return float(best) if abs(best - x) < 60 else x

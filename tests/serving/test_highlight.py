@@ -12,12 +12,17 @@ from PIL import Image
 from serving_corpus import WATER_MD, WATER_QUESTION
 from starlette.testclient import TestClient
 
-from kohaku_rag.indexing.steps import read_tree
+from kohaku_rag.indexing.steps import read_source, read_tree
 from kohaku_rag.lake import Lake
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples.render import render_pdf
+from kohaku_rag.serving.documents import snapped_rects
 from kohaku_rag.tree import NodeKind, build_tree
+
+
+def _source(lake, doc_id: str) -> str:
+    return read_source(Lake(lake), doc_id)["path"]
 
 
 def pixels(png: bytes) -> np.ndarray:
@@ -53,10 +58,15 @@ def test_the_page_png_highlights_the_cited_sentence_only(app, lake) -> None:
     assert "0.18" in sentence.text and sentence.rects
     a, b = pixels(plain.content), pixels(marked.content)
     assert a.shape == b.shape
+    with pymupdf.open(_source(lake, "water")) as pdf:
+        painted = snapped_rects(pdf[0], [sentence], 1)
+    # the painted boxes are the tree's, their ends on the sentence's first and last words
+    assert len(painted) == len(sentence.rects)
+    assert all(abs(p[1] - r[1]) < 30 and abs(p[3] - r[3]) < 30 for p, r in zip(painted, sentence.rects))
     scale = a.shape[1] / 612  # the page is US letter, 612 pt wide
     inside = np.zeros(a.shape[:2], bool)
     near = np.zeros(a.shape[:2], bool)
-    for _page, x0, y0, x1, y1 in sentence.rects:
+    for _page, x0, y0, x1, y1 in painted:
         inside[int(y0 * scale) + 2 : int(y1 * scale) - 2, int(x0 * scale) + 2 : int(x1 * scale) - 2] = True
         near[max(0, int(y0 * scale) - 3) : int(y1 * scale) + 3, max(0, int(x0 * scale) - 3) : int(x1 * scale) + 3] = (
             True
@@ -64,6 +74,12 @@ def test_the_page_png_highlights_the_cited_sentence_only(app, lake) -> None:
     changed = np.abs(a - b).sum(axis=2) > 0
     assert changed[inside].mean() > 0.95  # the sentence is painted over
     assert not changed[~near].any()  # nothing else moved
+    with pymupdf.open(_source(lake, "water")) as pdf:
+        words = pdf[0].get_text("words")
+    first, last = sentence.text.split()[0], sentence.text.split()[-1]
+    (p0, pn) = painted[0], painted[-1]
+    assert any(w[4] == first and abs(w[0] - p0[1]) < 0.5 for w in words)  # starts on its first word
+    assert any(w[4] == last and abs(w[2] - pn[3]) < 0.5 for w in words)  # ends after its last word
     # the highlight is the marker's yellow: more red+green than blue where the page was white
     white = inside & (a.sum(axis=2) == 765)
     assert (b[white][:, 2] < 200).all()
