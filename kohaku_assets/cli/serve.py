@@ -12,6 +12,7 @@ import uvicorn
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import PROCESS_MODELS
+from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.http_retry import check_api_key_env
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings, check_exposure
@@ -27,6 +28,8 @@ def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[
             raise ValueError(f"--api-key-env {args.api_key_env}: the variable is not set or empty")
     warning = check_exposure(args.host, key, args.no_auth)
     settings.index_config()  # a different --index-config is refused, as everywhere
+    if args.config and args.config != "default" and args.config not in config_files(configs_dir(settings.lake)):
+        raise ValueError(f"--config {args.config}: no {args.config}.toml or .json in {configs_dir(settings.lake)}")
     served = ServeSettings(
         lake=Path(settings.lake.root), config=args.config, api_key=key, cors_origin=args.cors or None
     )

@@ -54,6 +54,9 @@ def test_non_loopback_needs_a_key_or_no_auth(lake, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("KOHAKU_TEST_KEY", "k-123")
     served, warning = serve_settings(_args(host="0.0.0.0", api_key_env="KOHAKU_TEST_KEY"), ks)
     assert served.api_key == "k-123" and warning is None
+    with pytest.raises(ValueError, match="--config nope: no nope.toml"):
+        serve_settings(_args(config="nope"), ks)
+    assert serve_settings(_args(config="fake"), ks)[0].config == "fake"
     with pytest.raises(ValueError, match="not the key itself"):
         serve_settings(_args(api_key_env="sk-abcdefghijklmnopqrstuvwxyz0123456789"), ks)
 
