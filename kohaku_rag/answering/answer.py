@@ -53,7 +53,7 @@ SYSTEM = (
     "[ref_id=...]. If the passages do not contain the answer, set is_blank to true. "
     "Reply with JSON only."
 )
-MEDIA = ("image", "table")
+MEDIA = ("image", "table", "page")
 log = logging.getLogger(__name__)
 
 
@@ -306,10 +306,11 @@ ImageLoader = Callable[[str], bytes]  # a figure's media hash -> its PNG bytes
 
 
 def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | None) -> tuple[str, ...]:
-    """Data URLs of the first `img_k` figure snippets' images (in rank order)."""
+    """Data URLs of the first `img_k` figure snippets' images (figures and, with the
+    `page_images` index option, page renderings; in rank order)."""
     if img_k <= 0 or load is None:
         return ()
-    hashes = [i.media_hash for i in items if i.attachment == "image" and i.media_hash][:img_k]
+    hashes = [i.media_hash for i in items if i.attachment in ("image", "page") and i.media_hash][:img_k]
     return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
 
 

@@ -296,6 +296,8 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "reranker",
         "rerank_top_n",
         "rerank_passage_chars",
+        "figure_search",
+        "top_k_images",
     ),
     GenerationPart: {
         **_defaults(GenerationPart, "prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
