@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from kohaku_rag.serving.errors import ApiError
@@ -42,17 +42,19 @@ class Gate:
             )
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[int]:
-        """Hold a slot while answering; yields the place in the queue on arrival (0: a slot
-        was free, 1: first to wait, ...)."""
+    async def slot(self, on_queued: Callable[[int], None] | None = None) -> AsyncIterator[None]:
+        """Hold a slot while answering. A request that must wait hears its place in the
+        queue (1: first to wait) through `on_queued` at once, before it waits."""
         self.check_room()
         place = max(0, self._admitted - self.concurrency + 1)
         self._admitted += 1
         try:
+            if place and on_queued is not None:
+                on_queued(place)
             async with self._slots:
                 loop = asyncio.get_running_loop()
                 started = loop.time()
-                yield place
+                yield
                 self._recent.append(loop.time() - started)
         finally:
             self._admitted -= 1

@@ -180,9 +180,7 @@ class AnswerService:
             self._keep(key, response, via)
             return response
 
-        async with self.gate(named.config).slot() as place:
-            if place:
-                progress({"stage": "queued", "place": place})
+        async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
             response = await anyio.to_thread.run_sync(answer)
         progress({"stage": "done", "stored": False})
         return response

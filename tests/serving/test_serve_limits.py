@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import threading
+import time
 
 import httpx
 import pytest
@@ -150,3 +151,32 @@ def test_without_an_index_asking_is_a_503(tmp_path) -> None:
         r = c.post("/api/ask", json={"question": "anything?"})
         assert r.status_code == 503 and "no index" in r.json()["error"]["message"]
         assert c.get("/api/documents").json() == {"documents": []}
+
+
+def test_a_waiting_question_hears_its_place_at_once(lake, settings) -> None:
+    with QAServer() as slow:
+        slow.default_delay = 1.5
+        write_config(lake, "slow", slow.base_url, max_concurrent=1)
+        app = build_app(dataclasses.replace(settings, config="slow"))
+        questions = list(QUESTIONS)
+        with serving(app) as url:
+            finished: list[float] = []
+
+            def first() -> None:
+                httpx.post(f"{url}/api/ask", json={"question": questions[0]}, timeout=30)
+                finished.append(time.monotonic())
+
+            t = threading.Thread(target=first)
+            t.start()
+            while not slow.requests:
+                time.sleep(0.02)
+            heard: list[tuple[float, str]] = []
+            body = {"question": questions[1], "stream": True}
+            with httpx.stream("POST", f"{url}/api/ask", json=body, timeout=30) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data: "):
+                        heard.append((time.monotonic(), line))
+            t.join()
+        queued_at, queued = heard[0]
+        assert '"stage": "queued"' in queued and '"place": 1' in queued
+        assert queued_at < finished[0]  # told while the first question was still answering
