@@ -39,6 +39,7 @@ from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage, stage_for
 from kohaku_rag.errors import BackendError, RetriesExhausted
+from kohaku_rag.evaluation.answer_forms import asks_for_several, several_values_rule
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
@@ -216,6 +217,8 @@ def build_messages(
     else:
         unit_line = "Answer unit: none"
         value_rule = "answer_value: the exact name or term as written in the context."
+    if asks_for_several(question):  # a WattBot 2026 list (the Reconcile flag, or the wording)
+        value_rule = several_values_rule(unit if unit_is_given(unit) else None)
     if not quote:
         evidence_rule = []
     elif is_true_false(question):

@@ -45,6 +45,7 @@ class IndexConfig:
     download_timeout: float = 120.0  # seconds for a whole download, however slow the server
     download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
     download_allow_cross_host_redirects: bool = False
+    download_concurrency: int = 4  # documents `kohaku index` downloads at once (indexing.prefetch)
     # Dense search: "exact" (sqlite-vec brute force) or "binary" (in-memory sign codes ranked by
     # Hamming distance, the best candidates re-scored exactly: the step for 100x the WattBot
     # corpus, stores.vectors). Changes no stored vector: switching re-assembles nothing else.
