@@ -20,6 +20,7 @@ from kohaku_assets.cli import doctor as doctor_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli import score as score_cli
+from kohaku_assets.cli import serve as serve_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
 from kohaku_assets.cli.supervise import supervise
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
@@ -237,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor_cli.add_parser(sub, common, _settings)
     experiments_cli.add_parser(sub, common, _settings)
     score_cli.add_parser(sub)
+    serve_cli.add_parser(sub, common, _settings)
     return parser
 
 
