@@ -21,6 +21,7 @@ from dagster import (
 from kohaku_assets.assets.answering import ensembles
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, ensemble_specs
 from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import spec_of
 from kohaku_rag.answering.cross_ensemble import gather, members_of, vote_spec
@@ -38,6 +39,7 @@ from kohaku_rag.evaluation.wattbot_csv import load_questions
     deps=[AssetDep(ensembles, partition_mapping=AllPartitionMapping())],
     description="One vote over the runs (or ensembles) of the configs an ensemble spec names, and its score.",
 )
+@lake_writer
 def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     name, lake = context.partition_key, settings.lake
@@ -59,13 +61,16 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
         "answers": len(answers),
         "blank": sum(a.is_blank for a in answers.values()),
     }
-    questions = load_questions(next(iter(members.values())).questions)
-    scored = st.score_answers(questions, answers, st.corpus_ids(lake))
+    first = next(iter(members.values()))
+    metric = first.scoring.metric  # the first member config's choice
+    questions = load_questions(first.questions)
+    scored = st.score_answers(questions, answers, st.corpus_ids(lake), metric)
     if scored is not None:
         report, rows = scored
-        st.write_rows(rows, st.score_path(lake, pool.key), {"final": str(report.final)})
+        st.write_rows(rows, st.score_path(lake, st.score_key(pool.key, metric)), {"final": str(report.final)})
         metadata.update(
             {
+                "metric": metric,
                 "final": round(report.final, 4),
                 "value": round(report.value, 4),
                 "ref": round(report.ref, 4),

@@ -21,6 +21,7 @@ from typing import Any
 from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
+from kohaku_rag.evaluation.answer_forms import asks_for_several, several_values_rule
 from kohaku_rag.evaluation.normalise import is_blank_value
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.llm import ChatRequest, Message
@@ -32,7 +33,7 @@ SYSTEM = (
     "[ref_id=...]. If the passages do not contain the answer, set is_blank to true. "
     "Reply with JSON only."
 )
-MEDIA = ("image", "table")
+MEDIA = ("image", "table", "page")
 OPERAND_NAMES = ("a", "b", "c", "d", "e")  # compute.py's operands
 
 
@@ -108,6 +109,8 @@ def build_messages(
     else:
         unit_line = "Answer unit: none"
         value_rule = "answer_value: the exact name or term as written in the context."
+    if asks_for_several(question):  # a WattBot 2026 list (the Reconcile flag, or the wording)
+        value_rule = several_values_rule(unit if unit_is_given(unit) else None)
     if not quote:
         evidence_rule = []
     elif is_true_false(question):
@@ -240,10 +243,11 @@ ImageLoader = Callable[[str], bytes]  # a figure's media hash -> its PNG bytes
 
 
 def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | None) -> tuple[str, ...]:
-    """Data URLs of the first `img_k` figure snippets' images (in rank order)."""
+    """Data URLs of the first `img_k` figure snippets' images (figures and, with the
+    `page_images` index option, page renderings; in rank order)."""
     if img_k <= 0 or load is None:
         return ()
-    hashes = [i.media_hash for i in items if i.attachment == "image" and i.media_hash][:img_k]
+    hashes = [i.media_hash for i in items if i.attachment in ("image", "page") and i.media_hash][:img_k]
     return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
 
 

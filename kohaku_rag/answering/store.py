@@ -3,7 +3,9 @@
     qa/retrievals/<retrieval_key>.parquet          one row per question: planned queries, context
     qa/predictions/<prediction_key>/run-<r>.parquet one row per question for run r (seed r)
     qa/ensembles/<ensemble_key>.parquet            the voted answer per question
-    qa/scores/<ensemble_key>.parquet               WattBot score rows (when gold answers exist)
+    qa/scores/<score_key>.parquet                  WattBot score rows (when gold answers exist);
+                                                   score_key = ensemble_key under wattbot2025,
+                                                   <ensemble_key>-<metric> under another metric
     qa/leaderboard.parquet                         one row per scored config
     qa/submissions/<config>.csv                    the ensemble as a WattBot submission
 
@@ -38,14 +40,14 @@ from kohaku_rag.answering.diverse_rerank import answering_searcher
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.config_files import stable_hash
-from kohaku_rag.errors import KohakuError, RetriesExhausted
+from kohaku_rag.errors import BackendError, KohakuError
+from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, MetricReport, check_metric, score_with
 from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.score import ScoreReport, score_predictions
 from kohaku_rag.evaluation.vote import vote
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
-from kohaku_rag.lake import Lake, write_parquet_atomic
+from kohaku_rag.lake import Lake, is_stored, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.progress import Ticker
 from kohaku_rag.retrieval.retriever import ContextItem
@@ -129,11 +131,17 @@ def debug_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
 
 def read_debug(lake: Lake, key: str, run: int) -> list[dict[str, Any]]:
     path = debug_path(lake, key, run)
-    return pq.read_table(path).to_pylist() if path.exists() else []
+    return pq.read_table(path).to_pylist() if is_stored(path) else []
 
 
 def score_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "scores" / f"{key}.parquet"
+
+
+def score_key(ensemble_key: str, metric: str = DEFAULT_METRIC) -> str:
+    """Where an ensemble's scores under `metric` are stored: the ensemble key itself for the
+    2025 metric (the tables stored before the choice existed), `<key>-<metric>` otherwise."""
+    return ensemble_key if check_metric(metric) == DEFAULT_METRIC else f"{ensemble_key}-{metric}"
 
 
 def submission_path(lake: Lake, name: str) -> Path:
@@ -186,8 +194,9 @@ def compute_retrievals(
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
             items = searcher.search(queries, search_config(q, cfg.retrieval))
-        # The planner's, a hosted reranker's or the diverse rerank's endpoint is down.
-        except RetriesExhausted as exc:
+        # The planner's, a hosted reranker's or the diverse rerank's call failed (the endpoint
+        # is down, or refused the request: a 401): a failure, retrieved again by the next run.
+        except BackendError as exc:
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         return {
@@ -218,7 +227,7 @@ def retrieval_errors(path: Path) -> dict[str, str]:
 
 def merge_rows(path: Path, fresh: Sequence[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
     """A stored table's rows with `fresh` rows in place of the ones they redo, in `order`."""
-    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if path.exists() else {}
+    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if is_stored(path) else {}
     by_id.update((row["id"], row) for row in fresh)
     return [by_id[q] for q in order if q in by_id]
 
@@ -243,7 +252,7 @@ def read_retrievals(path: Path) -> dict[str, Retrieved]:
 
 def missing_runs(lake: Lake, key: str, runs: int) -> list[int]:
     """The runs not stored, or stored with failed rows (both must be (re)computed)."""
-    return [r for r in range(runs) if not run_path(lake, key, r).exists() or failed_ids(read_run(lake, key, r))]
+    return [r for r in range(runs) if not is_stored(run_path(lake, key, r)) or failed_ids(read_run(lake, key, r))]
 
 
 def failed_ids(run: Sequence[Prediction]) -> list[str]:
@@ -255,7 +264,7 @@ def pending_questions(lake: Lake, key: str, runs: int, question_ids: Sequence[st
     (or absent) ones of a stored run; runs with nothing to do are left out."""
     out: dict[int, list[str]] = {}
     for r in range(runs):
-        if not run_path(lake, key, r).exists():
+        if not is_stored(run_path(lake, key, r)):
             out[r] = list(question_ids)
             continue
         good = {p.question_id for p in read_run(lake, key, r) if not p.error}
@@ -410,7 +419,7 @@ def gold_kind(question: Question) -> str:
     return "boolean" if as_answer == "boolean" else parse_value(question.gold.answer_value, question.answer_unit).kind
 
 
-def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict[str, Answer]) -> list[dict[str, Any]]:
+def score_rows(report: MetricReport, questions: Sequence[Question], answers: dict[str, Answer]) -> list[dict[str, Any]]:
     by_id = {q.id: q for q in questions}
     rows = []
     for r in report.rows:
@@ -418,13 +427,9 @@ def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict
         assert q.gold is not None
         rows.append(
             {
-                "id": r.id,
+                **r.as_dict(),
                 "type": gold_kind(q),
-                "total": r.total,
-                "value": r.value,
-                "ref": r.ref,
-                "na": r.na,
-                "error_type": r.error_type,
+                "metric": report.metric,
                 "gold_value": q.gold.answer_value,
                 "gold_ref": list(q.gold.ref_id),
                 "pred_value": a.answer_value if a else "",
@@ -458,13 +463,17 @@ def worst_table(rows: Sequence[dict[str, Any]], limit: int = 8) -> str:
 
 
 def score_answers(
-    questions: Sequence[Question], answers: dict[str, Answer], known_ref_ids: Sequence[str] | None = None
-) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
-    """Score what has gold answers; `known_ref_ids` (the corpus ids) resolves typo'd ids."""
+    questions: Sequence[Question],
+    answers: dict[str, Answer],
+    known_ref_ids: Sequence[str] | None = None,
+    metric: str = DEFAULT_METRIC,
+) -> tuple[MetricReport, list[dict[str, Any]]] | None:
+    """Score what has gold answers under `metric`; `known_ref_ids` (the corpus ids) resolves
+    typo'd ids (2025 metric only; the 2026 metric compares ids as written)."""
     gold = [q for q in questions if q.gold is not None]
     if not gold:
         return None
-    report = score_predictions(gold, answers, known_ref_ids or None)
+    report = score_with(metric, gold, answers, known_ref_ids or None)
     return report, score_rows(report, gold, answers)
 
 

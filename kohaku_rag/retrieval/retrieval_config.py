@@ -12,8 +12,9 @@ the "combined_max" rerank.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Annotated, Literal
 
+from kohaku_rag.config_files import Range
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 
 CONTENTS = ("all", "text")
@@ -22,17 +23,22 @@ RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none"
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
 # formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
 DEFAULT_ALPHA = {"combined": 0.4, "combined_max": 0.25}
+# sqlite-vec refuses a larger k (stores.vectors.MAX_K); BM25 and the cuts are bounded alike.
+MAX_HITS = 4096
+WEIGHT = Range(0.0, 1000.0)
+FACTOR = Range(0.0, 1000.0, low_open=True)
 
 
 @dataclass(frozen=True)
 class RetrievalConfig:
     """Retrieval settings shared by `kohaku search` and the answering pipeline."""
 
-    top_k: int = 24  # dense hits per query and per kind (k applies after the kind filter)
-    bm25_top_k: int = 24  # BM25 paragraph hits per query (0 disables BM25)
+    # Dense hits per query and per kind (k applies after the kind filter).
+    top_k: Annotated[int, Range(0, MAX_HITS)] = 24
+    bm25_top_k: Annotated[int, Range(0, MAX_HITS)] = 24  # BM25 paragraph hits per query (0 disables BM25)
     # Context units kept after the cross-query rerank and dedup (~8,000 characters);
     # None keeps every unit (the budget still applies).
-    top_k_final: int | None = 16
+    top_k_final: Annotated[int, Range(1, MAX_HITS)] | None = 16
     # Cross-query rerank of the units the queries found:
     #   "combined"      KohakuRAG's: alpha × freq / max freq + (1 − alpha) × score / max score,
     #                   a unit's score being the sum of its scores over the queries (alpha 0.4)
@@ -44,13 +50,13 @@ class RetrievalConfig:
     # Config files written before "combined" meant KohakuRAG's formula must say which they
     # mean (see qa_config.py); `kohaku config show` prints the resolved value.
     rerank: Literal["combined", "combined_max", "frequency", "score", "score_sum", "none"] = "combined_max"
-    alpha: float | None = None  # None: DEFAULT_ALPHA of the rerank
+    alpha: Annotated[float, Range(0.0, 1.0)] | None = None  # None: DEFAULT_ALPHA of the rerank
     # Weight of every query after the first (the planner's rewrites) against the question
     # itself, in score and frequency. Measured on WattBot train at the answering budget
     # (bench/qa_context.py): the bundled 1.5B planner's rewrites at full weight cut evidence
     # recall from 0.84 to 0.77; at 0.25 (with alpha 0.25) they add recall without displacing
     # the question's own hits. KohakuRAG weighs every query alike (1.0).
-    planned_query_weight: float = 0.25
+    planned_query_weight: Annotated[float, Range(0.0, 1.0)] = 0.25
     # How BM25 joins dense retrieval: "fuse" (ours) fuses the two ranked lists of each query
     # by weighted reciprocal rank; "append" (KohakuRAG's) ranks the dense hits by their
     # similarity, and adds the BM25 hits not already there after them.
@@ -59,9 +65,9 @@ class RetrievalConfig:
     # light tie-breaker over BM25 (0.1) it adds evidence recall. Raise dense_weight for a
     # stronger embedder.
     bm25_mode: Literal["fuse", "append"] = "fuse"
-    rrf_k: float = 60.0
-    bm25_weight: float = 1.0
-    dense_weight: float = 0.1
+    rrf_k: Annotated[float, Range(0.0, 1_000_000.0)] = 60.0
+    bm25_weight: Annotated[float, WEIGHT] = 1.0
+    dense_weight: Annotated[float, WEIGHT] = 0.1
     # Kinds searched densely. "separate": each kind on its own (k applies after the kind
     # filter); "joint": one search over all of them, k over the union (KohakuRAG's, with
     # ("sentence", "paragraph")). Paragraph vectors are the length-weighted means of their
@@ -72,12 +78,12 @@ class RetrievalConfig:
     expand_to: Literal["paragraph", "section"] = "paragraph"
     # Applied before the top_k_final cut, so a dropped unit's slot goes to the next one.
     dedup: Literal["none", "node_id", "tree"] = "tree"
-    threshold: float = 0.0  # minimum dense cosine similarity for a dense hit to count
-    budget_chars: int = 4000
+    threshold: Annotated[float, Range(-1.0, 1.0)] = 0.0  # minimum dense cosine similarity for a dense hit to count
+    budget_chars: Annotated[int, Range(0, 10_000_000)] = 4000
     # Mark this many sentences of the context, those sharing the most (IDF-weighted) question
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
     # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.
-    mark_sentences: int = 2
+    mark_sentences: Annotated[int, Range(0, 1000)] = 2
     # Which nodes may enter the context: "all", or "text" to leave out table and figure
     # nodes (HERO's text-only retrieval, without a second index; the answering config can
     # choose it per question type: `content_routing`).
@@ -93,13 +99,13 @@ class RetrievalConfig:
     # (score(d) = sum over lists of w_type(d) * w_list / (k + rank)). Table: a table node, or
     # a paragraph that is a table caption or mostly numbers; figure: a figure node (its
     # caption and OCR text) or a figure caption. HERO: text 1.0, table 2.0, figure 1.8.
-    type_weight_text: float = 1.0
-    type_weight_table: float = 1.0
-    type_weight_figure: float = 1.0
+    type_weight_text: Annotated[float, FACTOR] = 1.0
+    type_weight_table: Annotated[float, FACTOR] = 1.0
+    type_weight_figure: Annotated[float, FACTOR] = 1.0
     # HERO's metadata boost: the units of a document whose author surname or publication
     # year (from the corpus's metadata.csv, kept in the lake's `search_aids`) the query names
     # are multiplied by this (HERO: 2.0; 1.0 is off). `metadata_fields` says which count.
-    metadata_boost: float = 1.0
+    metadata_boost: Annotated[float, FACTOR] = 1.0
     metadata_fields: tuple[Literal["author", "year", "title"], ...] = ("author", "year")
     # HERO's query expansion with the lake's dictionary (abbreviations defined in the
     # documents, a built-in unit list, the corpus's `expansions.csv`): "bm25" adds the long
@@ -111,8 +117,16 @@ class RetrievalConfig:
     # reorders the best `rerank_top_n` units, each cut to `rerank_passage_chars`, before the
     # top_k_final cut. The reranker's score replaces the fused one within those units.
     reranker: RerankerSpec | None = None
-    rerank_top_n: int = 50
-    rerank_passage_chars: int = 1200
+    rerank_top_n: Annotated[int, Range(1, MAX_HITS)] = 50
+    rerank_passage_chars: Annotated[int, Range(50, 1_000_000)] = 1200
+    # How figures reach the context (issue 28). "joint": figure nodes compete with text nodes
+    # in the one ranking (searched by their image vectors when the index was built with a
+    # multimodal embedder, IndexConfig.figure_vectors). "separate": KohakuRAG's image search
+    # (`top_k_images`): the ranking leaves figure nodes out, and the `top_k_images` figures
+    # closest to the queries by vector join the context after the text, within the budget.
+    # `[generation] img_k` then sends the images of the top ones to a vision model.
+    figure_search: Literal["joint", "separate"] = "joint"
+    top_k_images: Annotated[int, Range(0, MAX_HITS)] = 4
 
     # ── Issue 25's levers (the README's "More evidence per character"); their defaults
     # leave retrieval exactly as above. ──
@@ -121,26 +135,26 @@ class RetrievalConfig:
     # question terms) with `window_neighbours` sentences either side, merged, in document
     # order (retrieval/windows.py); a unit under `window_min_chars` stays whole.
     pack: Literal["paragraphs", "windows"] = "paragraphs"
-    window_sentences: int = 2
-    window_neighbours: int = 1
-    window_min_chars: int = 400
+    window_sentences: Annotated[int, Range(1, 100)] = 2
+    window_neighbours: Annotated[int, Range(0, 100)] = 1
+    window_min_chars: Annotated[int, Range(0, 10_000_000)] = 400
     # BM25F-style title/section field: a paragraph's BM25 score adds field_weight x the BM25
     # score of its document title and section heading (0: off; retrieval/lexical.py).
-    field_weight: float = 0.0
+    field_weight: Annotated[float, WEIGHT] = 0.0
     # A fixed-size passage index (passage_tokens tokens, passage_overlap shared with the
     # next) fused into each query's RRF with this weight (0: off).
-    passage_weight: float = 0.0
-    passage_tokens: int = 256
-    passage_overlap: int = 64
+    passage_weight: Annotated[float, WEIGHT] = 0.0
+    passage_tokens: Annotated[int, Range(16, 100_000)] = 256
+    passage_overlap: Annotated[int, Range(0, 100_000)] = 64
     # RM3 pseudo-relevance feedback for BM25: the rm3_terms best terms of the first pass's
     # top rm3_docs paragraphs join the query, which keeps rm3_query_weight (0 terms: off).
-    rm3_terms: int = 0
-    rm3_docs: int = 10
-    rm3_query_weight: float = 0.6
+    rm3_terms: Annotated[int, Range(0, 1000)] = 0
+    rm3_docs: Annotated[int, Range(1, MAX_HITS)] = 10
+    rm3_query_weight: Annotated[float, Range(0.0, 1.0)] = 0.6
     # A per-query share of the context: each planned query's best `query_share` units are
     # kept (right after the question's best unit), so a question combining documents gets
     # every sub-query's evidence, not only the question's (0: the reranked order alone).
-    query_share: int = 0
+    query_share: Annotated[int, Range(0, MAX_HITS)] = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
@@ -202,6 +216,10 @@ class RetrievalConfig:
             )
         if not 0.0 <= self.rm3_query_weight <= 1.0:
             raise ValueError(f"rm3_query_weight {self.rm3_query_weight} is outside [0, 1]")
+        if self.figure_search not in ("joint", "separate"):
+            raise ValueError(f'figure_search {self.figure_search!r} is not "joint" or "separate"')
+        if self.figure_search == "separate" and not 1 <= self.top_k_images <= 4096:
+            raise ValueError(f'figure_search = "separate" needs top_k_images from 1 to 4096, got {self.top_k_images}')
         if self.top_k == 0 and self.bm25_top_k == 0:
             raise ValueError("top_k and bm25_top_k are both 0: nothing would be searched")
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
+from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.indexing.doc_metadata import matching_documents
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
@@ -32,7 +33,8 @@ from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
 
-MEDIA_ATTACHMENTS = ("table", "image")  # what `content = "text"` leaves out
+MEDIA_ATTACHMENTS = ("table", "image", "page")  # what `content = "text"` leaves out
+IMAGE_ATTACHMENTS = ("image", "page")  # what the separate image search finds: figures, page renderings
 _PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
 _TABLE_CAPTION = re.compile(r"^\s*table\s*[0-9IVX]+\b", re.I)
 _FIGURE_CAPTION = re.compile(r"^\s*(figure|fig\.)\s*[0-9]+\b", re.I)
@@ -108,7 +110,7 @@ def content_type(node: Node) -> str:
     OCR text; or a paragraph opening with a figure caption), else "text"."""
     if node.attachment == "table":
         return "table"
-    if node.attachment == "image":
+    if node.attachment in IMAGE_ATTACHMENTS:  # a figure, or a page rendering (page_images)
         return "figure"
     if _TABLE_CAPTION.match(node.text):
         return "table"
@@ -449,6 +451,8 @@ class Retriever:
             scores[target] = max(scores.get(target, 0.0), unit.score)
         if cfg.content == "text":  # before the cut, so a table's slot goes to the next text unit
             targets = self.text_units(targets)
+        if cfg.figure_search == "separate":  # figures come from their own search (with_image_search)
+            targets = self.without_figures(targets)
         # Dedup before the cut, so a dropped repeat's slot goes to the next unit.
         kept = dedup(targets, cfg.dedup)
         if cfg.reranker is not None and kept:
@@ -487,6 +491,8 @@ class Retriever:
             for n in kept
             if n in rows and (cfg.content == "all" or rows[n].attachment not in MEDIA_ATTACHMENTS)
         ]
+        if cfg.figure_search == "separate":
+            items = self.with_image_search(items, vectors, weights, cfg)
         return self.pack(queries[0], items, cfg)
 
     def pack(self, question: str, items: Sequence[ContextItem], cfg: RetrievalConfig) -> list[ContextItem]:
@@ -534,6 +540,57 @@ class Retriever:
         rows = self.store.get_nodes(list(dict.fromkeys(node_ids)))
         return [n for n in node_ids if n in rows and rows[n].attachment not in MEDIA_ATTACHMENTS]
 
+    # ── figures from a search of their own (figure_search = "separate", KohakuRAG's top_k_images) ──
+
+    def without_figures(self, node_ids: Sequence[str]) -> list[str]:
+        """`node_ids` without figure (and page image) nodes, in order."""
+        rows = self.store.get_nodes(list(dict.fromkeys(node_ids)))
+        return [n for n in node_ids if n not in rows or rows[n].attachment not in IMAGE_ATTACHMENTS]
+
+    def image_hits(self, vectors: np.ndarray, weights: Sequence[float], cfg: RetrievalConfig) -> dict[str, float]:
+        """The `top_k_images` figures (and page images) closest to the queries' vectors:
+        node id -> its best (query-weighted) similarity, best first."""
+        best: dict[str, float] = {}
+        for vector, weight in zip(vectors, weights, strict=True):
+            hits = [h for a in IMAGE_ATTACHMENTS for h in self.store.search_attached(vector, a, cfg.top_k_images)]
+            for hit in hits:
+                if hit.score >= cfg.threshold:
+                    best[hit.node_id] = max(best.get(hit.node_id, float("-inf")), weight * hit.score)
+        ranked = sorted(best, key=lambda n: (-best[n], n))[: cfg.top_k_images]
+        return {n: best[n] for n in ranked}
+
+    def with_image_search(
+        self, items: Sequence[ContextItem], vectors: np.ndarray, weights: Sequence[float], cfg: RetrievalConfig
+    ) -> list[ContextItem]:
+        """The text items, cut to leave room for the image search's figures, then the
+        figures (so `img_k` sends the best of them). Figures come first for the budget:
+        they were asked for by count."""
+        scores = self.image_hits(vectors, weights, cfg)
+        rows = self.store.get_nodes(list(scores))
+        parents = self.store.get_nodes(
+            {r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()}
+        )
+        figures = [
+            ContextItem(
+                doc_id=rows[n].doc_id,
+                node_id=n,
+                kind=rows[n].kind,
+                page=rows[n].page,
+                score=score,
+                text=rows[n].text,
+                attachment=rows[n].attachment,
+                doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
+                section=section_heading(parents.get(rows[n].parent_id or "")),
+                media_hash=rows[n].media_hash,
+            )
+            for n, score in scores.items()
+            if n in rows
+        ]
+        figures = pack(figures, cfg.budget_chars)
+        room = cfg.budget_chars - sum(len(f.text) for f in figures)
+        text = pack([i for i in items if i.attachment not in IMAGE_ATTACHMENTS], room)
+        return [*text, *figures]
+
     def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:
         """Mark the `n` sentences (over all items) whose terms cover most of the question's
         IDF weight; a sentence counts only where it appears verbatim in its item's text."""
@@ -562,11 +619,18 @@ class Retriever:
 def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], ChatModel] | None = None) -> Retriever:
     """The lake's retriever. `chat_for` gives an LLM reranker the process's loaded model
     (ModelPool.chat), so the bundled model is not loaded twice; else it loads its own."""
-    if not lake.vectors_path.exists():
-        raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
+    if not lake.vectors_path.exists() and not lake.bm25_path.exists():
+        raise IndexUnavailable(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
     embedder = make_embedder(cfg.embedder, lake.cache_dir / "embeddings")
     store = open_vector_store(lake, embedder)
-    bm25 = BM25Index.load(lake.bm25_path) if lake.bm25_path.exists() else None
+    try:
+        bm25 = BM25Index.load(lake.bm25_path)
+    except (OSError, ValueError) as exc:
+        store.close()
+        missing = "no BM25 index file" if not lake.bm25_path.exists() else str(exc).split(": ", 1)[-1]
+        raise IndexUnavailable(
+            f"{lake.bm25_path}: {missing}; `kohaku index --lake {lake.root}` rebuilds it from the stored rows"
+        ) from None
 
     def reranker_for(spec: RerankerSpec) -> Reranker:
         chat = None
@@ -579,4 +643,4 @@ def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], C
 
 def open_vector_store(lake: Lake, embedder: Embedder) -> VectorStore:
     """The lake's vector store, checked against the embedder that queries it."""
-    return VectorStore(lake.vectors_path, embedder.dim, model_id=embedder.model_id)
+    return VectorStore(lake.vectors_path, embedder.dim, model_id=embedder.model_id, create=False)

@@ -41,6 +41,7 @@ the exact search in the same run.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ import numpy as np
 import pyarrow as pa
 import sqlite_vec
 
-from kohaku_rag.errors import KohakuError
+from kohaku_rag.errors import IndexUnavailable, KohakuError
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
 SCHEMA_VERSION = "1"
@@ -79,6 +80,15 @@ _NODE_COLUMNS = "node_id, doc_id, parent_id, kind, ordinal, title, text, page, b
 
 class IndexMismatchError(KohakuError):
     """The store on disk was built with other settings (dimension, embedding model)."""
+
+
+def _check_readable(path: Path) -> None:
+    health = check_store(path)
+    problem = health.problem
+    if problem is None and health.damaged:
+        problem = f"the rows of {len(health.damaged)} document(s) changed behind the index's back"
+    if problem is not None:
+        raise IndexUnavailable(f"{path}: {problem}; `kohaku index` rebuilds the index from the lake's stored rows")
 
 
 @dataclass(frozen=True)
@@ -117,24 +127,72 @@ def remove_store(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class StoreHealth:
+    """What a store file holds, checked cheaply (no vector is read).
+
+    `versions`: document id → version (None when the file is absent or unusable as a
+    whole, `problem` then says why); `damaged`: documents whose rows disagree with their
+    `documents` row (nodes deleted or added behind the store's back), to be re-upserted.
+    """
+
+    versions: dict[str, str] | None
+    problem: str | None = None
+    damaged: tuple[str, ...] = ()
+
+
+def check_store(path: Path) -> StoreHealth:
+    """Open a store file read-only and check its schema version and, per document, that the
+    nodes it holds are the `n_nodes` its `documents` row recorded in the same transaction."""
+    path = Path(path)
+    if not path.exists():
+        return StoreHealth(None, "no vector index file")
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error as exc:
+        return StoreHealth(None, f"unreadable ({_apsw_reason(exc)})")
+    try:
+        conn.set_busy_timeout(60_000)
+        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta").fetchall()}
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            return StoreHealth(
+                None, f"schema version {meta.get('schema_version')!r}, this code needs {SCHEMA_VERSION!r}"
+            )
+        docs = conn.execute("SELECT doc_id, version, n_nodes FROM documents").fetchall()
+        counts = {
+            str(d): int(cast(int, n)) for d, n in conn.execute("SELECT doc_id, count(*) FROM nodes GROUP BY doc_id")
+        }
+    except apsw.Error as exc:
+        return StoreHealth(None, f"unreadable ({_apsw_reason(exc)})")
+    finally:
+        conn.close()
+    versions = {str(d): str(v) for d, v, _n in docs}
+    damaged = sorted({str(d) for d, _v, n in docs if counts.get(str(d), 0) != n} | (set(counts) - set(versions)))
+    return StoreHealth(versions, None, tuple(damaged))
+
+
+def _apsw_reason(exc: apsw.Error) -> str:
+    return str(exc).split(":", 1)[-1].strip() or type(exc).__name__
+
+
 def stored_document_versions(path: Path) -> dict[str, str] | None:
     """document id → version of what a store file holds, read without the embedder (None
     when there is no readable store). The `documents` row is written in the same
     transaction as the document's nodes and vectors, so it is the truth about them."""
-    if not Path(path).exists():
-        return None
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
-    except apsw.Error:
-        return None
-    try:
-        conn.set_busy_timeout(60_000)
-        rows = conn.execute("SELECT doc_id, version FROM documents").fetchall()
-    except apsw.Error:
-        return None
-    finally:
-        conn.close()
-    return {str(d): str(v) for d, v in rows}
+    return check_store(path).versions
+
+
+def replace_store(built: Path, path: Path) -> None:
+    """Swap a store built beside the live one into its place. A reader sees the old file
+    or the new, never half of either: it keeps its open old file, the next open gets the new.
+    The built store was closed, so its WAL is checkpointed into it; the old store's side
+    files are removed first, since a WAL left beside the new file would be replayed into it."""
+    for suffix in ("-wal", "-shm"):
+        if Path(f"{built}{suffix}").exists():
+            raise RuntimeError(f"{built}: still open (its {suffix} file exists); not swapping it in")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    os.replace(built, path)
 
 
 def stored_search_mode(path: Path) -> str | None:
@@ -163,9 +221,13 @@ class VectorStore:
     switching to another embedder of the same dimension is caught as well.
     """
 
-    def __init__(self, path: Path, dim: int, *, model_id: str | None = None, search: str | None = None) -> None:
+    def __init__(
+        self, path: Path, dim: int, *, model_id: str | None = None, search: str | None = None, create: bool = True
+    ) -> None:
         """`search`: "exact" or "binary" (see the module doc), recorded in the store; None
-        keeps what the store records ("exact" for a new one)."""
+        keeps what the store records ("exact" for a new one). `create=False` (readers) opens
+        an existing store only: an absent or unreadable file raises `IndexUnavailable`
+        instead of becoming a new, empty store that answers every search with nothing."""
         if dim < 1:
             raise ValueError(f"vector dimension must be positive, got {dim}")
         if search is not None and search not in SEARCH_MODES:
@@ -175,6 +237,10 @@ class VectorStore:
         self.search_mode = "exact"
         self._codes: dict[NodeKind, _Codes] = {}  # "binary": the codes in memory, loaded on first search
         self._codes_version = -1
+        # search_attached: per attachment, the paragraphs' (node ids, doc ids, vectors) in memory
+        self._attached: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
+        if not create:
+            _check_readable(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = apsw.Connection(str(self.path))
         try:
@@ -242,7 +308,7 @@ class VectorStore:
                 )
 
     def _check_meta(self, meta: dict[str, str], model_id: str | None) -> None:
-        rebuild = f"delete {self.path} (and its -wal/-shm files) to rebuild the index"
+        rebuild = "`kohaku index` rebuilds the index from the lake's stored rows"
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise IndexMismatchError(
                 f"{self.path}: index schema version {meta.get('schema_version')!r}, this code "
@@ -323,6 +389,7 @@ class VectorStore:
         Deleting an absent document is a no-op. A document may appear once at most.
         """
         self._codes.clear()
+        self._attached.clear()
         with self._write():
             seen: set[str] = set()
             for doc_id in deletes:
@@ -479,12 +546,7 @@ class VectorStore:
 
     def _codes_of(self, kind: NodeKind) -> _Codes:
         """The kind's codes in memory, reloaded when any connection changed the file."""
-        # data_version moves when another connection commits; this one's own writes clear
-        # the cache in apply_changes.
-        version = int(cast(int, self._conn.execute("PRAGMA data_version").fetchall()[0][0]))
-        if version != self._codes_version:
-            self._codes.clear()
-            self._codes_version = version
+        self._check_version()
         if kind not in self._codes:
             rows = self._conn.execute(
                 f"SELECT b.id, n.doc_id, b.code FROM {_bits_table(kind)} b JOIN nodes n ON n.id = b.id ORDER BY b.id"
@@ -494,6 +556,41 @@ class VectorStore:
             raw = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.uint8)
             self._codes[kind] = _Codes(ids, doc_names, doc_index, _as_words(raw.reshape(len(rows), -1)))
         return self._codes[kind]
+
+    def search_attached(self, query_vec: np.ndarray, attachment: str, k: int) -> list[Hit]:
+        """The `k` paragraphs holding `attachment` ("image": the figures) closest to
+        `query_vec`, searched on their own (KohakuRAG's separate image search). They are few,
+        so their vectors are read once (again when the file changes) and scored with numpy."""
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
+        query = self._query(query_vec)
+        self._check_version()
+        if attachment not in self._attached:
+            rows = self._conn.execute(
+                f"""SELECT n.node_id, n.doc_id, v.embedding FROM nodes n
+                    JOIN {_vec_table(NodeKind.PARAGRAPH)} v ON v.id = n.id
+                    WHERE n.kind = ? AND n.attachment = ? ORDER BY n.id""",
+                (str(NodeKind.PARAGRAPH), attachment),
+            ).fetchall()
+            raw = b"".join(cast(bytes, r[2]) for r in rows)
+            matrix = np.frombuffer(raw, dtype=np.float32).reshape(len(rows), self.dim)
+            self._attached[attachment] = ([str(r[0]) for r in rows], [str(r[1]) for r in rows], matrix)
+        ids, docs, matrix = self._attached[attachment]
+        if not ids:
+            return []
+        scores = matrix @ query
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [Hit(ids[i], docs[i], NodeKind.PARAGRAPH, float(scores[i])) for i in top]
+
+    def _check_version(self) -> None:
+        """Forget what is held in memory when another connection changed the file."""
+        # data_version moves when another connection commits; this one's own writes clear
+        # the caches in apply_changes.
+        version = int(cast(int, self._conn.execute("PRAGMA data_version").fetchall()[0][0]))
+        if version != self._codes_version:
+            self._codes.clear()
+            self._attached.clear()
+            self._codes_version = version
 
     def _search_plain(self, kind: NodeKind, query: np.ndarray, k: int, docs_json: str | None) -> list[Hit]:
         doc_filter = " AND v.doc_id IN (SELECT value FROM json_each(?))" if docs_json is not None else ""
