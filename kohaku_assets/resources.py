@@ -19,7 +19,7 @@ from kohaku_rag.models import ModelPool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-__all__ = ["REPO_ROOT", "KohakuSettings", "ModelPool", "default_corpus", "default_lake"]
+__all__ = ["REPO_ROOT", "KohakuSettings", "ModelPool", "default_corpus", "default_lake", "lake_path"]
 
 
 def default_lake() -> str:
@@ -28,6 +28,12 @@ def default_lake() -> str:
 
 def default_corpus() -> str:
     return os.environ.get("KOHAKU_CORPUS", str(Path(default_lake()) / "sample_corpus"))
+
+
+def lake_path(*parts: str) -> str:
+    """A path in the lake this code location serves (`KOHAKU_LAKE`, which `kohaku ui` sets),
+    for the descriptions the UI shows."""
+    return str(Path(default_lake()).resolve().joinpath(*parts))
 
 
 class KohakuSettings(ConfigurableResource):
