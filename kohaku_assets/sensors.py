@@ -21,9 +21,8 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
-from dagster._core.storage.tags import RUN_KEY_TAG
 
+from kohaku_assets.dagster_private import RUN_KEY_TAG, UnresolvedAssetJobDefinition
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, SWEEPS, configs, documents, ensemble_specs, sweeps
 from kohaku_assets.resources import KohakuSettings
