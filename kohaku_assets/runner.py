@@ -68,6 +68,7 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
+from kohaku_rag.indexing.prefetch import prefetch
 from kohaku_rag.lake import Lake, write_bytes_atomic
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
@@ -369,9 +370,17 @@ def run_index(
             instance.delete_dynamic_partition(DOCUMENTS, doc_id)
         ix.remove_document(lake, doc_id)
         progress(f"removed {doc_id}")
-    # Listed in metadata.csv with a URL but absent locally: the source asset fetches them.
-    build = sorted(set(plan.build) | set(plan.fetch))
     report = IndexReport(skipped=plan.unchanged, removed=plan.remove)
+    # Listed in metadata.csv with a URL but absent locally: downloaded here, a few at once;
+    # one that fails is reported and not indexed (the next run tries it again).
+    fetch = {d: scan.missing[d] for d in plan.fetch if d in scan.missing}
+    if fetch:
+        fetched = prefetch(fetch, lake.sources_dir, cfg.download_policy, workers=cfg.download_concurrency,
+                           progress=progress)  # fmt: skip
+        for line in fetched.summary():
+            progress(line)
+        report.failed.update(fetched.failed)
+    build = sorted((set(plan.build) | set(plan.fetch)) - set(report.failed))
 
     def record(n: int, doc_id: str, outcome: _DocOutcome) -> None:
         if outcome.error is None:

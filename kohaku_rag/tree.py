@@ -23,11 +23,13 @@ class NodeKind(StrEnum):
 
 
 class Attachment(StrEnum):
-    """What a paragraph holds: running text, a table, or a figure."""
+    """What a paragraph holds: running text, a table, a figure, or (the `page_images`
+    index option) the rendering of a whole PDF page, searched by its image vector alone."""
 
     TEXT = "text"
     TABLE = "table"
     IMAGE = "image"
+    PAGE = "page"
 
 
 BBox = tuple[float, float, float, float]

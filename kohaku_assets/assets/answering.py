@@ -312,8 +312,10 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
 def scores(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     questions = load_questions(cfg.questions)
-    scored = st.score_answers(questions, st.read_answers(st.ensemble_path(lake, keys.ensemble)), st.corpus_ids(lake))
-    path = st.score_path(lake, keys.ensemble)
+    metric = cfg.scoring.metric
+    answers = st.read_answers(st.ensemble_path(lake, keys.ensemble))
+    scored = st.score_answers(questions, answers, st.corpus_ids(lake), metric)
+    path = st.score_path(lake, st.score_key(keys.ensemble, metric))
     if scored is None:
         write_parquet_atomic(pa.table({"id": pa.array([], pa.string())}), path)
         return MaterializeResult(
@@ -322,23 +324,28 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
             data_version=DataVersion(keys.ensemble),
         )
     report, rows = scored
-    st.write_rows(rows, path, {"final": str(report.final)})
+    st.write_rows(rows, path, {"final": str(report.final), "metric": metric})
     parts = {"final": report.final, "value": report.value, "ref": report.ref, "na": report.na}
     return MaterializeResult(
         check_results=[score_range_check(parts)],
         metadata={
             "scored": True,
+            "metric": metric,
             "final": round(report.final, 4),
             "value": round(report.value, 4),
             "ref": round(report.ref, 4),
             "na": round(report.na, 4),
+            "ref_precision": round(report.ref_precision, 4),
+            "ref_recall": round(report.ref_recall, 4),
+            "false_answer_rate": report.false_answer_rate if report.false_answer_rate is not None else "n/a",
+            "per_flag": MetadataValue.json({k: v.as_dict() for k, v in report.per_flag.items()}),
             "questions": len(rows),
             "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
             "errors": MetadataValue.json(report.error_counts()),
             "worst": MetadataValue.md(st.worst_table(rows)),
             "path": MetadataValue.path(str(path)),
         },
-        data_version=DataVersion(f"{keys.ensemble}:{report.final:.6f}"),
+        data_version=DataVersion(f"{st.score_key(keys.ensemble, metric)}:{report.final:.6f}"),
     )
 
 

@@ -254,9 +254,13 @@ def leaf_embeddings(
     embedder = models.embedder(cfg.embedder, settings.lake)
     hits_before = getattr(embedder, "hits", 0)
     ids, matrix, version = ix.embed_document(settings.lake, context.partition_key, cfg, embedder)
+    image_errors = ix.image_errors(settings.lake, context.partition_key)
+    for node_id, why in image_errors.items():
+        context.log.warning(f"{context.partition_key}: figure {node_id} kept its caption vector: {why}")
     return MaterializeResult(
         metadata={
             "vectors": len(ids),
+            "image_errors": MetadataValue.json(image_errors),
             "dim": int(matrix.shape[1]),
             "cache_hits": getattr(embedder, "hits", 0) - hits_before,
             "model": embedder.model_id,

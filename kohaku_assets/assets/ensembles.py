@@ -59,13 +59,16 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
         "answers": len(answers),
         "blank": sum(a.is_blank for a in answers.values()),
     }
-    questions = load_questions(next(iter(members.values())).questions)
-    scored = st.score_answers(questions, answers, st.corpus_ids(lake))
+    first = next(iter(members.values()))
+    metric = first.scoring.metric  # the first member config's choice
+    questions = load_questions(first.questions)
+    scored = st.score_answers(questions, answers, st.corpus_ids(lake), metric)
     if scored is not None:
         report, rows = scored
-        st.write_rows(rows, st.score_path(lake, pool.key), {"final": str(report.final)})
+        st.write_rows(rows, st.score_path(lake, st.score_key(pool.key, metric)), {"final": str(report.final)})
         metadata.update(
             {
+                "metric": metric,
                 "final": round(report.final, 4),
                 "value": round(report.value, 4),
                 "ref": round(report.ref, 4),

@@ -8,18 +8,25 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kohaku_assets.cli import config as config_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
+from kohaku_assets.cli import score as score_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
 from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.progress import listening
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.samples import write_sample_corpus
 
@@ -38,7 +45,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     # `kohaku demo` comes through here too, without the index-only flags.
     retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)
-    report = run_index(settings, progress=say, retry_failed=retry, verbose=verbose)
+    with download_bar(enabled=not args.json):
+        report = run_index(settings, progress=say, retry_failed=retry, verbose=verbose)
     if args.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -50,6 +58,25 @@ def cmd_index(args: argparse.Namespace) -> int:
         for doc_id, why in report.failed.items():
             print(f"FAILED {doc_id}: {why}")
     return 1 if report.failed else 0
+
+
+@contextmanager
+def download_bar(enabled: bool) -> Iterator[None]:
+    """A progress bar of the metadata.csv downloads (indexing.prefetch) on a terminal; the
+    "downloaded n/total ... (ETA)" lines say the same everywhere else."""
+    if not enabled or not sys.stderr.isatty():
+        yield
+        return
+    bar = Progress(TextColumn("downloads"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True))  # fmt: skip
+    task = bar.add_task("downloads", total=1, visible=False)
+
+    def tick(stage: str, done: int, total: int) -> None:
+        if stage == "downloaded":
+            bar.update(task, completed=done, total=total, visible=True)
+
+    with bar, listening(tick):
+        yield
 
 
 def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
@@ -200,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_cli.add_parser(sub, common, _settings)
     explain_cli.add_parser(sub, common, _settings)
     experiments_cli.add_parser(sub, common, _settings)
+    score_cli.add_parser(sub)
     return parser
 
 

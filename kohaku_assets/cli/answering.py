@@ -27,6 +27,7 @@ from kohaku_rag.answering.config_folder import (
 )
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.api import Rag
+from kohaku_rag.evaluation.metrics import METRICS
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions, write_submission_csv
 from kohaku_rag.experiments.cost import estimate
@@ -72,11 +73,13 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
     out = Path(args.out) if args.out else st.submission_path(settings.lake, default_name)
     write_submission_csv(out, questions, answers, ref_urls_for(settings.corpus, answers))
     say(f"wrote {out}")
-    scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake))
+    metric = args.metric or _metric_of(settings, name)
+    scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake), metric)
     summary: dict[str, object] = {
         "config": name,
         "run": args.run,
         "out": str(out),
+        "metric": metric,
         "final": None,
         "value": None,
         "ref": None,
@@ -85,14 +88,32 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
     if scored is not None:
         score, _ = scored
         summary.update(
-            final=round(score.final, 4), value=round(score.value, 4), ref=round(score.ref, 4), na=round(score.na, 4)
+            {k: v for k, v in score.summary().items() if k not in ("n", "metric", "missing")},
+            final=round(score.final, 4),
+            value=round(score.value, 4),
+            ref=round(score.ref, 4),
+            na=round(score.na, 4),
         )
-        say(
-            f"WattBot score {score.final:.4f} (value {score.value:.4f}, ref {score.ref:.4f}, na {score.na:.4f}) "
-            f"on {len(score.rows)} questions"
-        )
+        for line in score.lines():
+            say(line)
+        other = "wattbot2026" if metric == "wattbot2025" else "wattbot2025"
+        say(f"  the same answers under {other}: kohaku score --questions {questions_file(settings, name)} "
+            f"--submission {out} --metric {other}")  # fmt: skip
     print(json.dumps(summary))
     return 0
+
+
+def _metric_of(settings: KohakuSettings, name: str) -> str:
+    """The config's [scoring] metric (an ensemble's: its first member's)."""
+    if is_ensemble_name(settings.lake, name):
+        return config_of(settings.lake, spec_of(settings.lake, name).configs[0]).scoring.metric
+    return config_of(settings.lake, name).scoring.metric
+
+
+def questions_file(settings: KohakuSettings, name: str) -> str:
+    if is_ensemble_name(settings.lake, name):
+        return config_of(settings.lake, spec_of(settings.lake, name).configs[0]).questions
+    return config_of(settings.lake, name).questions
 
 
 def _eval_config(
@@ -157,5 +178,11 @@ def add_parsers(
     )
     p.add_argument("--out", default=None, help="submission CSV to write (default: <lake>/qa/submissions/NAME.csv)")
     p.add_argument("--run", type=int, default=None, help="export and score this single run instead of the ensemble")
+    p.add_argument(
+        "--metric",
+        choices=METRICS,
+        default=None,
+        help="score with this metric (default: the config's [scoring] metric)",
+    )
     p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")
     p.set_defaults(func=lambda a: cmd_eval(a, settings_of(a)))

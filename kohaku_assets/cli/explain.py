@@ -73,7 +73,7 @@ def explain_text(settings: KohakuSettings, question_id: str, config: str, run: i
         voted = st.read_answers(ensemble_file).get(question_id)
         if voted is not None:
             out.append(f"voted: {voted.answer_value!r} {list(voted.ref_id)}")
-    score_file = st.score_path(lake, keys.ensemble)
+    score_file = st.score_path(lake, st.score_key(keys.ensemble, cfg.scoring.metric))
     if score_file.exists():
         for row in pq.read_table(score_file).to_pylist():
             if row["id"] == question_id:

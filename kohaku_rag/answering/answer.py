@@ -39,6 +39,7 @@ from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage, stage_for
 from kohaku_rag.errors import BackendError, RetriesExhausted
+from kohaku_rag.evaluation.answer_forms import asks_for_several, several_values_rule
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, is_blank_value, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
@@ -53,7 +54,7 @@ SYSTEM = (
     "[ref_id=...]. If the passages do not contain the answer, set is_blank to true. "
     "Reply with JSON only."
 )
-MEDIA = ("image", "table")
+MEDIA = ("image", "table", "page")
 log = logging.getLogger(__name__)
 
 
@@ -216,6 +217,8 @@ def build_messages(
     else:
         unit_line = "Answer unit: none"
         value_rule = "answer_value: the exact name or term as written in the context."
+    if asks_for_several(question):  # a WattBot 2026 list (the Reconcile flag, or the wording)
+        value_rule = several_values_rule(unit if unit_is_given(unit) else None)
     if not quote:
         evidence_rule = []
     elif is_true_false(question):
@@ -306,10 +309,11 @@ ImageLoader = Callable[[str], bytes]  # a figure's media hash -> its PNG bytes
 
 
 def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | None) -> tuple[str, ...]:
-    """Data URLs of the first `img_k` figure snippets' images (in rank order)."""
+    """Data URLs of the first `img_k` figure snippets' images (figures and, with the
+    `page_images` index option, page renderings; in rank order)."""
     if img_k <= 0 or load is None:
         return ()
-    hashes = [i.media_hash for i in items if i.attachment == "image" and i.media_hash][:img_k]
+    hashes = [i.media_hash for i in items if i.attachment in ("image", "page") and i.media_hash][:img_k]
     return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
 
 

@@ -23,24 +23,38 @@ from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
 from kohaku_rag.errors import MissingPredictions
-from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.evaluation.metrics import ScoredRow, summarise
+from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer
 from kohaku_rag.evaluation.run_stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.evaluation.wattbot_csv import load_questions, load_ref_urls
 from kohaku_rag.lake import Lake
 
 
-def _score_summary(path: Path) -> dict[str, Any] | None:
-    """Mean WattBot components of a stored score table; None when nothing was scored."""
+def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:
+    """The chosen metric's components of a stored score table, reference precision/recall/F1,
+    the false-answer rate on unanswerable questions and the per-flag wrong-rates (JSON
+    text); None when nothing was scored."""
     if not path.exists() or pq.read_metadata(path).num_rows == 0:
         return None
     table = pq.read_table(path).to_pylist()
-    n = len(table)
+    report = summarise(metric, [ScoredRow.from_dict(r) for r in table])
+    # A table scored before the counts were stored has no precision/recall/blank columns:
+    # shown as unknown (–) until the config is scored again, never as 0.
+    counted = "cited" in table[0]
     return {
-        "questions": n,
-        **{
-            k: sum(r[col] for r in table) / n
-            for k, col in (("final", "total"), ("value", "value"), ("ref", "ref"), ("na", "na"))
-        },
+        "questions": report.n,
+        "metric": report.metric,
+        "final": report.final,
+        "value": report.value,
+        "ref": report.ref,
+        "na": report.na,
+        "unit": report.unit,
+        "ref_precision": report.ref_precision if counted else None,
+        "ref_recall": report.ref_recall if counted else None,
+        "ref_f1": report.ref_f1 if counted else None,
+        "false_answer_rate": report.false_answer_rate if counted else None,
+        "blank_rate": report.blank_rate if counted else None,
+        "per_flag": json.dumps({k: v.as_dict() for k, v in report.per_flag.items()}),
     }
 
 
@@ -53,7 +67,8 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
             keys = st.keys_for(lake, cfg)
         except (ValueError, FileNotFoundError):
             continue  # a broken or unrunnable config has no score to list
-        summary = _score_summary(st.score_path(lake, keys.ensemble))
+        score_key = st.score_key(keys.ensemble, cfg.scoring.metric)
+        summary = _score_summary(st.score_path(lake, score_key), cfg.scoring.metric)
         if summary is None or st.missing_runs(lake, keys.prediction, cfg.voting.runs):
             continue  # not scored, or its runs hold failed calls (a score from them would mislead)
         n = summary["questions"]
@@ -67,7 +82,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
             {
                 "config": name,
                 "kind": "config",
-                "score_key": keys.ensemble,
+                "score_key": score_key,
                 "members": [name],
                 "questions_file": cfg.questions,
                 **summary,
@@ -81,7 +96,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
                 "llm_seconds_per_question": sum(p.seconds for p in preds) / n if n else 0.0,
                 **_seed_stats(lake, cfg, keys),
                 **_cost(preds),
-                **_breakdown(st.score_path(lake, keys.ensemble)),
+                **_breakdown(st.score_path(lake, score_key)),
                 "retrieval_hash": cfg.retrieval_hash,
                 "generation_hash": cfg.generation_hash,
                 "voting_hash": cfg.voting_hash,
@@ -101,20 +116,22 @@ def ensemble_rows(lake: Lake) -> list[dict[str, Any]]:
             pool = gather(lake, name, spec, members)
         except (ValueError, FileNotFoundError, MissingPredictions):
             continue  # a broken spec, or one whose members are not computed, has no score to list
-        summary = _score_summary(st.score_path(lake, pool.key))
+        metric = next(iter(members.values())).scoring.metric
+        score_key = st.score_key(pool.key, metric)
+        summary = _score_summary(st.score_path(lake, score_key), metric)
         if summary is None:
             continue
         rows.append(
             {
                 "config": name,
                 "kind": "ensemble",
-                "score_key": pool.key,
+                "score_key": score_key,
                 "members": list(spec.configs),
                 "questions_file": next(iter(members.values())).questions,
                 **summary,
                 "runs": len(pool.voters),
                 "vote_mode": spec.mode,
-                **_breakdown(st.score_path(lake, pool.key)),
+                **_breakdown(st.score_path(lake, score_key)),
                 "voting_hash": pool.key,
                 "config_json": json.dumps(spec.as_dict()),
             }
@@ -128,10 +145,11 @@ def _seed_stats(lake: Lake, cfg: QAConfig, keys: st.QAKeys) -> dict[str, Any]:
     questions = load_questions(cfg.questions)
     runs = [st.answers_of(st.read_run(lake, keys.prediction, r)) for r in range(cfg.voting.runs)]
     known = st.corpus_ids(lake)
-    finals = run_finals(questions, runs, known)
+    metric = cfg.scoring.metric
+    finals = run_finals(questions, runs, known, metric)
     mean, sd = mean_sd(finals)
     v = cfg.voting
-    curve = ensemble_curve(questions, runs, v.mode, v.ignore_blank, v.tiebreak, known)
+    curve = ensemble_curve(questions, runs, v.mode, v.ignore_blank, v.tiebreak, known, metric=metric)
     return {"seeds": len(runs), "run_finals": finals, "final_mean": mean, "final_sd": sd, "ensemble_curve": curve}
 
 
@@ -169,14 +187,14 @@ def question_scores(lake: Lake, score_key: str) -> dict[str, float]:
 
 
 def _significance(lake: Lake, rows: list[dict[str, Any]]) -> None:
-    """Each row against the best row on the same question file: the paired bootstrap 95%
-    interval of (row − best) per question, and whether it excludes 0."""
-    best: dict[str, dict[str, Any]] = {}
+    """Each row against the best row on the same question file under the same metric: the
+    paired bootstrap 95% interval of (row − best) per question, and whether it excludes 0."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
     for row in rows:  # best first
-        best.setdefault(str(row["questions_file"]), row)
+        best.setdefault((str(row["questions_file"]), str(row["metric"])), row)
     cache: dict[str, dict[str, float]] = {}
     for row in rows:
-        top = best[str(row["questions_file"])]
+        top = best[(str(row["questions_file"]), str(row["metric"]))]
         a = cache.setdefault(row["score_key"], question_scores(lake, row["score_key"]))
         b = cache.setdefault(top["score_key"], question_scores(lake, top["score_key"]))
         shared = sorted(set(a) & set(b))
@@ -215,15 +233,29 @@ def _vs_best(row: dict[str, Any]) -> str:
 def leaderboard_markdown(rows: list[dict[str, Any]], limit: int = 20) -> str:
     """The table shown in the UI; * marks a difference with the best whose 95% interval excludes 0."""
     lines = [
-        "| config | final | value | ref | na | runs | single run (mean ± sd) | vs best (95% CI) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| config | final | metric | value | ref | na | ref P / R | false answers | runs | single run (mean ± sd) "
+        "| vs best (95% CI) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r['config']} | {r['final']:.3f} | {r['value']:.3f} | {r['ref']:.3f} | {r['na']:.3f} | {r['runs']} "
-        f"| {_pm(r)} | {_vs_best(r)} |"
+        f"| {r['config']} | {r['final']:.3f} | {r.get('metric') or 'wattbot2025'} | {r['value']:.3f} | {r['ref']:.3f} "
+        f"| {r['na']:.3f} | {_fraction(r.get('ref_precision'))} / {_fraction(r.get('ref_recall'))} "
+        f"| {_fraction(r.get('false_answer_rate'))} | {r['runs']} | {_pm(r)} | {_vs_best(r)} |"
         for r in rows[:limit]
     ]
+    flagged = [r for r in rows[:limit] if r.get("per_flag") not in (None, "{}")]
+    if flagged:
+        lines += ["", "Wrong value rate per question flag:", "", "| config | " + " | ".join(FLAG_COLUMNS) + " |"]
+        lines.append("|---" * (len(FLAG_COLUMNS) + 1) + "|")
+        for r in flagged:
+            rates = json.loads(r["per_flag"])
+            cells = [f"{rates[f]['wrong_rate']:.2f} (n={rates[f]['n']})" if f in rates else "" for f in FLAG_COLUMNS]
+            lines.append(f"| {r['config']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _fraction(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) else "–"
 
 
 def ref_urls_for(corpus: Path, answers: dict[str, Answer]) -> dict[str, str] | None:

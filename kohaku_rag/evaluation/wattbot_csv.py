@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from kohaku_rag.evaluation.normalise import is_blank_value, parse_ref_ids
-from kohaku_rag.evaluation.records import BLANK, BLANK_TEXT, Answer, Question
+from kohaku_rag.evaluation.records import BLANK, BLANK_TEXT, FLAG_COLUMNS, Answer, Question
 from kohaku_rag.lake import atomic_path
 
 # The columns of a WattBot question/submission file, in the official order.
@@ -55,6 +55,7 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
     if missing:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; header is {list(header)}")
 
+    flag_columns = [c for c in FLAG_COLUMNS if c in header]
     questions: list[Question] = []
     seen: set[str] = set()
     for line_no, row in enumerate(rows, start=2):
@@ -73,9 +74,70 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
                 question=(row.get("question") or "").strip(),
                 answer_unit=unit,
                 gold=_gold_of(row, unit),
+                flags=_flags_of(path, line_no, row, flag_columns),
+                flagged=bool(flag_columns),
             )
         )
     return questions
+
+
+def _flags_of(path: Path, line_no: int, row: dict[str, str], columns: Sequence[str]) -> tuple[str, ...]:
+    """The flag columns set on a row: 1/true/yes set, 0/false/no/empty not, else an error."""
+    flags = []
+    for column in columns:
+        cell = (row.get(column) or "").strip().lower()
+        if cell in _TRUE_FLAGS:
+            flags.append(column)
+        elif cell not in _FALSE_FLAGS:
+            raise ValueError(f"{path}: row {line_no} column {column}: expected 0 or 1, got {row.get(column)!r}")
+    return tuple(flags)
+
+
+_TRUE_FLAGS = frozenset({"1", "1.0", "true", "yes", "y", "t"})
+_FALSE_FLAGS = frozenset({"", "0", "0.0", "false", "no", "n", "f", "nan"})
+_REQUIRED_SUBMISSION_COLUMNS = ("id", "answer_value", "ref_id")
+
+
+def load_submission(csv_path: str | Path) -> dict[str, Answer]:
+    """A WattBot submission file read as written: question id -> `Answer`, nothing
+    normalised (the scorer reads values leniently itself). `ref_url` and
+    `supporting_materials` are kept for the 2026 abstention rule; a missing optional
+    column reads as empty. A repeated id or a row with more fields than the header is an
+    error naming the row."""
+    path = Path(csv_path)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.DictReader(handle)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except FileNotFoundError as exc:
+        raise ValueError(f"{path}: submission file not found") from exc
+    missing = [c for c in _REQUIRED_SUBMISSION_COLUMNS if c not in header]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; header is {header}")
+    out: dict[str, Answer] = {}
+    for line_no, row in enumerate(rows, start=2):
+        if None in row:
+            raise ValueError(f"{path}: row {line_no} has more fields than the header (unquoted comma?)")
+        qid = (row.get("id") or "").strip()
+        if not qid:
+            raise ValueError(f"{path}: row {line_no} has an empty id")
+        if qid in out:
+            raise ValueError(f"{path}: question id {qid!r} appears more than once (row {line_no})")
+        value = (row.get("answer_value") or "").strip()
+        out[qid] = Answer(
+            answer=(row.get("answer") or "").strip(),
+            answer_value=value,
+            answer_unit=(row.get("answer_unit") or "").strip(),
+            ref_id=parse_ref_ids(row.get("ref_id")),
+            explanation=(row.get("explanation") or "").strip(),
+            is_blank=is_blank_value(value),
+            supporting_materials=(row.get("supporting_materials") or "").strip(),
+            ref_url=(row.get("ref_url") or "").strip(),
+        )
+    return out
 
 
 def _header_of(path: Path) -> Sequence[str]:

@@ -5,7 +5,10 @@ The table is one row per member: its swept values, the voted score, single-run m
 over seeds, the ensemble-size curve, the paired 95% interval against the best row and what
 the member's predictions cost. The plots (written under `<lake>/qa/reports/<sweep>/`):
 score vs each swept key with ±sd error bars (one line per combination of the other keys),
-the ensemble-size curve, accuracy per question type, and the error taxonomy per member.
+the ensemble-size curve, accuracy per question type, the error taxonomy per member, and
+(when the question file has the 2026 flag columns) the wrong-value rate per flag. The table
+names each member's metric ([scoring] metric) with its value/ref/na components, reference
+precision/recall and the false-answer rate on unanswerable questions.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ COLUMNS = (
     "llm_seconds",
     "type_accuracy",
     "error_types",
+    "metric",
+    "ref_precision",
+    "ref_recall",
+    "false_answer_rate",
+    "per_flag",
 )
 
 
@@ -191,8 +199,18 @@ def build_report(lake: Lake, sweep: Sweep) -> Report:
             rows, "type_accuracy", "accuracy per question type", False, out
         )
         plots["error taxonomy"] = _plot_bars(rows, "error_types", "errors per member (questions)", True, out)
+        flagged = [_flag_rates(r) for r in rows if r.get("per_flag") not in (None, "{}")]
+        if flagged:  # the question file has the 2026 flag columns
+            plots["wrong value rate per question flag"] = _plot_bars(
+                flagged, "flag_wrong_rate", "wrong value rate per question flag", False, out
+            )
     missing = tuple(m.name for m in members if m.name not in by_name)
     return Report(sweep.name, sweep.keys, tuple(members), tuple(rows), missing, plots)
+
+
+def _flag_rates(row: dict[str, Any]) -> dict[str, Any]:
+    rates = {flag: v["wrong_rate"] for flag, v in json.loads(row["per_flag"]).items()}
+    return {"config": row["config"], "flag_wrong_rate": json.dumps(rates)}
 
 
 def _num(value: Any, digits: int = 3) -> str:
@@ -204,7 +222,8 @@ def _num(value: Any, digits: int = 3) -> str:
 def table(report: Report) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the report's table, as text cells."""
     members = {m.name: m for m in report.members}
-    header = ["member", *(k.rsplit(".", 1)[-1] for k in report.keys), "voted", "single run mean ± sd", "seeds",
+    header = ["member", *(k.rsplit(".", 1)[-1] for k in report.keys), "voted", "metric", "value / ref / na",
+              "ref P / R", "false answers", "single run mean ± sd", "seeds",
               "ensemble curve (m=1..)", "vs best (95% CI)", "LLM calls", "cache hits", "tokens", "LLM s"]  # fmt: skip
     lines = []
     for r in report.rows:
@@ -221,6 +240,8 @@ def table(report: Report) -> tuple[list[str], list[list[str]]]:
         cost = [str(r.get("llm_calls_made", "")), str(r.get("llm_cache_hits", "")), str(tokens)]
         lines.append(
             [m.name, *(_label(_value(m, k)) for k in report.keys), _num(r["final"]),
+             str(r.get("metric") or "wattbot2025"), " / ".join(_num(r.get(k)) for k in ("value", "ref", "na")),
+             f"{_num(r.get('ref_precision'))} / {_num(r.get('ref_recall'))}", _num(r.get("false_answer_rate")),
              f"{_num(r['final_mean'])} ± {_num(r['final_sd'])}", str(r.get("seeds", "")), curve, vs,
              *cost, _num(r.get("llm_seconds"), 1)]
         )  # fmt: skip

@@ -45,10 +45,26 @@ class IndexConfig:
     download_timeout: float = 120.0  # seconds for a whole download, however slow the server
     download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
     download_allow_cross_host_redirects: bool = False
+    download_concurrency: int = 4  # documents `kohaku index` downloads at once (indexing.prefetch)
     # Dense search: "exact" (sqlite-vec brute force) or "binary" (in-memory sign codes ranked by
     # Hamming distance, the best candidates re-scored exactly: the step for 100x the WattBot
     # corpus, stores.vectors). Changes no stored vector: switching re-assembles nothing else.
     vector_search: Literal["exact", "binary"] = "exact"
+    # Figure vectors when the embedder embeds images (jina-embeddings-v4; indexing.figure_vectors):
+    # "image" — the figure's image vector; "image+caption" — the mean of the image vector and
+    # its caption's text vector; "caption" — caption text only (what a text-only embedder does).
+    figure_vectors: Literal["image", "image+caption", "caption"] = "image"
+    # Render every PDF page and index it as a text-less `page` node searched by its image
+    # vector (ColPali-style; parse.pdf_pages), for scanned or figure-heavy documents. Needs an
+    # embedder that embeds images.
+    page_images: bool = False
+
+    def __post_init__(self) -> None:
+        if self.page_images and not self.embedder.embeds_images:
+            raise ValueError(
+                'page_images = true needs an embedder that embeds images: [embedder] backend = "jina", '
+                'model = "jina-embeddings-v4"'
+            )
 
     @property
     def download_policy(self) -> DownloadPolicy:
@@ -64,6 +80,8 @@ class IndexConfig:
         parts: dict[str, object] = {"use_outline": self.use_outline}
         if not self.index_references:  # only when set, so existing lakes keep their trees
             parts["index_references"] = False
+        if self.page_images:
+            parts["page_images"] = True
         return stable_hash(parts)
 
     @property
@@ -80,13 +98,14 @@ class IndexConfig:
 
     @property
     def embed_hash(self) -> str:
-        return stable_hash(
-            {
-                "embedder": dataclasses.asdict(self.embedder),
-                "parent_vector": self.parent_vector,
-                "embed_paragraph_text": self.embed_paragraph_text,
-            }
-        )
+        parts: dict[str, object] = {
+            "embedder": dataclasses.asdict(self.embedder),
+            "parent_vector": self.parent_vector,
+            "embed_paragraph_text": self.embed_paragraph_text,
+        }
+        if self.embedder.embeds_images:  # only then does it change a vector
+            parts["figure_vectors"] = self.figure_vectors
+        return stable_hash(parts)
 
 
 # ── the settings a lake was built with ──────────────────────────────────────

@@ -9,6 +9,7 @@ unchanged document is recognised and skipped.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,10 +22,12 @@ from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CaptionCache, Captioner, caption_many_cached
 from kohaku_rag.indexing.corpus import CorpusScan, SourceDocument, load_document
 from kohaku_rag.indexing.failures import clear_failure, held_failure
+from kohaku_rag.indexing.figure_vectors import figure_vectors
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
 from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
 from kohaku_rag.parse.pdf import is_references
+from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
@@ -190,6 +193,8 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
     parsed = load_document(source, use_outline=cfg.use_outline)
     if not cfg.index_references:
         parsed = replace(parsed, sections=tuple(s for s in parsed.sections if not is_references(s.title)))
+    if cfg.page_images and source.format == "pdf":
+        parsed = replace(parsed, sections=(*parsed.sections, page_section(source.path)))
     for section in parsed.sections:
         for para in section.paragraphs:
             if para.image is not None:
@@ -288,16 +293,17 @@ def read_captions(lake: Lake, doc_id: str) -> dict[str, str]:
     return {r["node_id"]: r["caption"] for r in pq.read_table(path).to_pylist() if r["caption"]}
 
 
-def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str]) -> list[Node]:
+def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str], *, keep_textless: bool = False) -> list[Node]:
     """The indexed tree: figure paragraphs take their caption text and get sentences;
-    figures with no text at all are left out (nothing to search)."""
+    figures with no text at all are left out (nothing to search), unless `keep_textless`
+    (their image gets a vector: that is something to search)."""
     out: list[Node] = []
     for node in nodes:
         if node.kind is NodeKind.SENTENCE and node.attachment is Attachment.IMAGE and node.parent_id in captions:
             continue  # replaced by the caption's sentences below
         if node.kind is NodeKind.PARAGRAPH and node.attachment is Attachment.IMAGE:
             text = captions.get(node.node_id, node.text)
-            if not text.strip():
+            if not text.strip() and not (keep_textless and node.media_hash):
                 continue
             node = replace(node, text=text)
             out.append(node)
@@ -323,7 +329,8 @@ def apply_captions(nodes: Sequence[Node], captions: Mapping[str, str]) -> list[N
 
 
 def indexed_tree(lake: Lake, doc_id: str, cfg: IndexConfig) -> list[Node]:
-    nodes = apply_captions(read_tree(lake, doc_id), read_captions(lake, doc_id))
+    image_vectors = cfg.embedder.embeds_images and cfg.figure_vectors != "caption"
+    nodes = apply_captions(read_tree(lake, doc_id), read_captions(lake, doc_id), keep_textless=image_vectors)
     return nodes if cfg.media_nodes else [n for n in nodes if n.attachment is Attachment.TEXT]
 
 
@@ -356,9 +363,34 @@ def read_vectors(lake: Lake, asset: str, doc_id: str) -> tuple[list[str], list[s
 
 
 def write_vectors(
-    lake: Lake, asset: str, doc_id: str, ids: Sequence[str], kinds: Sequence[str], matrix: np.ndarray, version: str
+    lake: Lake,
+    asset: str,
+    doc_id: str,
+    ids: Sequence[str],
+    kinds: Sequence[str],
+    matrix: np.ndarray,
+    version: str,
+    extra: Mapping[str, str] | None = None,
 ) -> None:
-    write_parquet_atomic(vectors_table(ids, kinds, matrix), lake.table(asset, doc_id), {VERSION_KEY: version})
+    metadata = {**(extra or {}), VERSION_KEY: version}
+    write_parquet_atomic(vectors_table(ids, kinds, matrix), lake.table(asset, doc_id), metadata)
+
+
+def pin_vectors(
+    ids: Sequence[str], matrix: np.ndarray, pinned: Mapping[str, np.ndarray]
+) -> tuple[list[str], np.ndarray]:
+    """The leaf vectors with `pinned` ones replacing (or added after) theirs."""
+    if not pinned:
+        return list(ids), matrix
+    position = {node_id: k for k, node_id in enumerate(ids)}
+    out = np.array(matrix, dtype=np.float32, copy=True)
+    for node_id, vector in pinned.items():
+        if node_id in position:
+            out[position[node_id]] = vector
+    added = [node_id for node_id in pinned if node_id not in position]
+    if added:
+        out = np.vstack([out, np.stack([pinned[i] for i in added])])
+    return [*ids, *added], out.astype(np.float32, copy=False)
 
 
 def propagate_vectors(
@@ -391,8 +423,10 @@ def index_rows_table(nodes: Sequence[Node], vector_ids: Sequence[str], matrix: n
     position = {i: k for k, i in enumerate(vector_ids)}
     titles = {n.node_id: n.title for n in nodes if n.kind is NodeKind.SECTION}
     vectors = [matrix[position[n.node_id]].tolist() if n.node_id in position else None for n in nodes]
-    texts = [
-        search_text(n, doc_title, titles.get(n.parent_id or "", "")) if n.kind is NodeKind.PARAGRAPH else None
+    texts = [  # a page rendering or a figure without caption has no text: BM25 never sees it
+        search_text(n, doc_title, titles.get(n.parent_id or "", ""))
+        if n.kind is NodeKind.PARAGRAPH and n.attachment is not Attachment.PAGE and n.text.strip()
+        else None
         for n in nodes
     ]
     base = base.append_column(
@@ -404,17 +438,39 @@ def index_rows_table(nodes: Sequence[Node], vector_ids: Sequence[str], matrix: n
 # ── one call per per-document step (the assets and `index_corpus` share them) ──
 
 
+# Marks the version of a document whose figure images could not all be embedded: as with
+# captions, it stays out of date and the next run asks again (for those figures only: the
+# others' image vectors are cached).
+IMAGES_INCOMPLETE = "+images-incomplete"
+IMAGE_ERRORS_KEY = "image_errors"  # node_id -> reason, JSON, in the leaf table's metadata
+
+
 def embed_document(lake: Lake, doc_id: str, cfg: IndexConfig, embedder: Embedder) -> tuple[list[str], np.ndarray, str]:
-    """Embed the document's leaves and store them; returns (ids, matrix, version). A
-    document with a figure left uncaptioned is never "up to date": the next run retries."""
+    """Embed the document's leaves (and, with an embedder that embeds images, its figures'
+    images) and store them; returns (ids, matrix, version). A document with a figure left
+    uncaptioned, or whose image failed to embed, is never "up to date": the next run retries."""
     nodes = indexed_tree(lake, doc_id, cfg)
     ids, matrix = embed_leaves(nodes, embedder, cfg)
+    figures = figure_vectors(
+        nodes, embedder, lambda digest: lake.blob(digest).read_bytes(), cfg.figure_vectors, dict(zip(ids, matrix))
+    )
+    ids, matrix = pin_vectors(ids, matrix, figures.vectors)
     kind_of = {n.node_id: str(n.kind) for n in nodes}
     version = embeddings_version(read_source(lake, doc_id)["content_hash"], cfg)
     if caption_errors(lake, doc_id):
         version += INCOMPLETE
-    write_vectors(lake, LEAF_EMBEDDINGS, doc_id, ids, [kind_of[i] for i in ids], matrix, version)
+    extra = {}
+    if figures.errors:
+        version += IMAGES_INCOMPLETE
+        extra[IMAGE_ERRORS_KEY] = json.dumps(figures.errors, sort_keys=True)
+    write_vectors(lake, LEAF_EMBEDDINGS, doc_id, ids, [kind_of[i] for i in ids], matrix, version, extra)
     return ids, matrix, version
+
+
+def image_errors(lake: Lake, doc_id: str) -> dict[str, str]:
+    """node_id -> why the figure's image vector is missing (it kept its caption vector)."""
+    raw = parquet_metadata(lake.table(LEAF_EMBEDDINGS, doc_id)).get(IMAGE_ERRORS_KEY)
+    return dict(json.loads(raw)) if raw else {}
 
 
 def propagate_document(lake: Lake, doc_id: str, cfg: IndexConfig) -> tuple[list[str], np.ndarray, str]:

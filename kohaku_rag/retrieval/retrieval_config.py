@@ -112,6 +112,14 @@ class RetrievalConfig:
     reranker: RerankerSpec | None = None
     rerank_top_n: int = 50
     rerank_passage_chars: int = 1200
+    # How figures reach the context (issue 28). "joint": figure nodes compete with text nodes
+    # in the one ranking (searched by their image vectors when the index was built with a
+    # multimodal embedder, IndexConfig.figure_vectors). "separate": KohakuRAG's image search
+    # (`top_k_images`): the ranking leaves figure nodes out, and the `top_k_images` figures
+    # closest to the queries by vector join the context after the text, within the budget.
+    # `[generation] img_k` then sends the images of the top ones to a vision model.
+    figure_search: Literal["joint", "separate"] = "joint"
+    top_k_images: int = 4
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
@@ -151,6 +159,10 @@ class RetrievalConfig:
             raise ValueError(f"dense_kinds {unknown} are not among {', '.join(DENSE_KINDS)}")
         if self.content not in CONTENTS:
             raise ValueError(f"content {self.content!r} is not one of {', '.join(CONTENTS)}")
+        if self.figure_search not in ("joint", "separate"):
+            raise ValueError(f'figure_search {self.figure_search!r} is not "joint" or "separate"')
+        if self.figure_search == "separate" and not 1 <= self.top_k_images <= 4096:
+            raise ValueError(f'figure_search = "separate" needs top_k_images from 1 to 4096, got {self.top_k_images}')
         if self.top_k == 0 and self.bm25_top_k == 0:
             raise ValueError("top_k and bm25_top_k are both 0: nothing would be searched")
 

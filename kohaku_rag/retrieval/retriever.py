@@ -30,7 +30,8 @@ from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
 
-MEDIA_ATTACHMENTS = ("table", "image")  # what `content = "text"` leaves out
+MEDIA_ATTACHMENTS = ("table", "image", "page")  # what `content = "text"` leaves out
+IMAGE_ATTACHMENTS = ("image", "page")  # what the separate image search finds: figures, page renderings
 _PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
 _TABLE_CAPTION = re.compile(r"^\s*table\s*[0-9IVX]+\b", re.I)
 _FIGURE_CAPTION = re.compile(r"^\s*(figure|fig\.)\s*[0-9]+\b", re.I)
@@ -106,7 +107,7 @@ def content_type(node: Node) -> str:
     OCR text; or a paragraph opening with a figure caption), else "text"."""
     if node.attachment == "table":
         return "table"
-    if node.attachment == "image":
+    if node.attachment in IMAGE_ATTACHMENTS:  # a figure, or a page rendering (page_images)
         return "figure"
     if _TABLE_CAPTION.match(node.text):
         return "table"
@@ -381,6 +382,8 @@ class Retriever:
             scores[target] = max(scores.get(target, 0.0), unit.score)
         if cfg.content == "text":  # before the cut, so a table's slot goes to the next text unit
             targets = self.text_units(targets)
+        if cfg.figure_search == "separate":  # figures come from their own search (with_image_search)
+            targets = self.without_figures(targets)
         # Dedup before the cut, so a dropped repeat's slot goes to the next unit.
         kept = dedup(targets, cfg.dedup)
         if cfg.reranker is not None and kept:
@@ -419,6 +422,8 @@ class Retriever:
             for n in kept
             if n in rows and (cfg.content == "all" or rows[n].attachment not in MEDIA_ATTACHMENTS)
         ]
+        if cfg.figure_search == "separate":
+            items = self.with_image_search(items, vectors, weights, cfg)
         packed = pack(items, cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.bm25 is not None:
             packed = self.mark_evidence(queries[0], packed, cfg.mark_sentences)
@@ -428,6 +433,57 @@ class Retriever:
         """The text units among `node_ids` (table and figure nodes left out), in order."""
         rows = self.store.get_nodes(list(dict.fromkeys(node_ids)))
         return [n for n in node_ids if n in rows and rows[n].attachment not in MEDIA_ATTACHMENTS]
+
+    # ── figures from a search of their own (figure_search = "separate", KohakuRAG's top_k_images) ──
+
+    def without_figures(self, node_ids: Sequence[str]) -> list[str]:
+        """`node_ids` without figure (and page image) nodes, in order."""
+        rows = self.store.get_nodes(list(dict.fromkeys(node_ids)))
+        return [n for n in node_ids if n not in rows or rows[n].attachment not in IMAGE_ATTACHMENTS]
+
+    def image_hits(self, vectors: np.ndarray, weights: Sequence[float], cfg: RetrievalConfig) -> dict[str, float]:
+        """The `top_k_images` figures (and page images) closest to the queries' vectors:
+        node id -> its best (query-weighted) similarity, best first."""
+        best: dict[str, float] = {}
+        for vector, weight in zip(vectors, weights, strict=True):
+            hits = [h for a in IMAGE_ATTACHMENTS for h in self.store.search_attached(vector, a, cfg.top_k_images)]
+            for hit in hits:
+                if hit.score >= cfg.threshold:
+                    best[hit.node_id] = max(best.get(hit.node_id, float("-inf")), weight * hit.score)
+        ranked = sorted(best, key=lambda n: (-best[n], n))[: cfg.top_k_images]
+        return {n: best[n] for n in ranked}
+
+    def with_image_search(
+        self, items: Sequence[ContextItem], vectors: np.ndarray, weights: Sequence[float], cfg: RetrievalConfig
+    ) -> list[ContextItem]:
+        """The text items, cut to leave room for the image search's figures, then the
+        figures (so `img_k` sends the best of them). Figures come first for the budget:
+        they were asked for by count."""
+        scores = self.image_hits(vectors, weights, cfg)
+        rows = self.store.get_nodes(list(scores))
+        parents = self.store.get_nodes(
+            {r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()}
+        )
+        figures = [
+            ContextItem(
+                doc_id=rows[n].doc_id,
+                node_id=n,
+                kind=rows[n].kind,
+                page=rows[n].page,
+                score=score,
+                text=rows[n].text,
+                attachment=rows[n].attachment,
+                doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
+                section=section_heading(parents.get(rows[n].parent_id or "")),
+                media_hash=rows[n].media_hash,
+            )
+            for n, score in scores.items()
+            if n in rows
+        ]
+        figures = pack(figures, cfg.budget_chars)
+        room = cfg.budget_chars - sum(len(f.text) for f in figures)
+        text = pack([i for i in items if i.attachment not in IMAGE_ATTACHMENTS], room)
+        return [*text, *figures]
 
     def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:
         """Mark the `n` sentences (over all items) whose terms cover most of the question's

@@ -175,6 +175,8 @@ class VectorStore:
         self.search_mode = "exact"
         self._codes: dict[NodeKind, _Codes] = {}  # "binary": the codes in memory, loaded on first search
         self._codes_version = -1
+        # search_attached: per attachment, the paragraphs' (node ids, doc ids, vectors) in memory
+        self._attached: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = apsw.Connection(str(self.path))
         try:
@@ -323,6 +325,7 @@ class VectorStore:
         Deleting an absent document is a no-op. A document may appear once at most.
         """
         self._codes.clear()
+        self._attached.clear()
         with self._write():
             seen: set[str] = set()
             for doc_id in deletes:
@@ -479,12 +482,7 @@ class VectorStore:
 
     def _codes_of(self, kind: NodeKind) -> _Codes:
         """The kind's codes in memory, reloaded when any connection changed the file."""
-        # data_version moves when another connection commits; this one's own writes clear
-        # the cache in apply_changes.
-        version = int(cast(int, self._conn.execute("PRAGMA data_version").fetchall()[0][0]))
-        if version != self._codes_version:
-            self._codes.clear()
-            self._codes_version = version
+        self._check_version()
         if kind not in self._codes:
             rows = self._conn.execute(
                 f"SELECT b.id, n.doc_id, b.code FROM {_bits_table(kind)} b JOIN nodes n ON n.id = b.id ORDER BY b.id"
@@ -494,6 +492,41 @@ class VectorStore:
             raw = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.uint8)
             self._codes[kind] = _Codes(ids, doc_names, doc_index, _as_words(raw.reshape(len(rows), -1)))
         return self._codes[kind]
+
+    def search_attached(self, query_vec: np.ndarray, attachment: str, k: int) -> list[Hit]:
+        """The `k` paragraphs holding `attachment` ("image": the figures) closest to
+        `query_vec`, searched on their own (KohakuRAG's separate image search). They are few,
+        so their vectors are read once (again when the file changes) and scored with numpy."""
+        if not 1 <= k <= MAX_K:
+            raise ValueError(f"k must be between 1 and {MAX_K}, got {k}")
+        query = self._query(query_vec)
+        self._check_version()
+        if attachment not in self._attached:
+            rows = self._conn.execute(
+                f"""SELECT n.node_id, n.doc_id, v.embedding FROM nodes n
+                    JOIN {_vec_table(NodeKind.PARAGRAPH)} v ON v.id = n.id
+                    WHERE n.kind = ? AND n.attachment = ? ORDER BY n.id""",
+                (str(NodeKind.PARAGRAPH), attachment),
+            ).fetchall()
+            raw = b"".join(cast(bytes, r[2]) for r in rows)
+            matrix = np.frombuffer(raw, dtype=np.float32).reshape(len(rows), self.dim)
+            self._attached[attachment] = ([str(r[0]) for r in rows], [str(r[1]) for r in rows], matrix)
+        ids, docs, matrix = self._attached[attachment]
+        if not ids:
+            return []
+        scores = matrix @ query
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [Hit(ids[i], docs[i], NodeKind.PARAGRAPH, float(scores[i])) for i in top]
+
+    def _check_version(self) -> None:
+        """Forget what is held in memory when another connection changed the file."""
+        # data_version moves when another connection commits; this one's own writes clear
+        # the caches in apply_changes.
+        version = int(cast(int, self._conn.execute("PRAGMA data_version").fetchall()[0][0]))
+        if version != self._codes_version:
+            self._codes.clear()
+            self._attached.clear()
+            self._codes_version = version
 
     def _search_plain(self, kind: NodeKind, query: np.ndarray, k: int, docs_json: str | None) -> list[Hit]:
         doc_filter = " AND v.doc_id IN (SELECT value FROM json_each(?))" if docs_json is not None else ""

@@ -1,0 +1,39 @@
+"""Which answer form a question asks for: several values (a WattBot 2026 list) or one.
+
+WattBot 2026 golds write the values a question asks from several sources as a list `(a,b)`
+(every member required); its question files flag those questions `Reconcile`. Without the
+flag (the 2025 files, a user's own question) the wording decides: "respectively", "which
+two ...", "list all/the/both/each ...", "name all/both/the three ...", "each paper/study/
+source/report", "... of each of ...". Plain "both" is not enough: in "True or False: ...
+reduces both X and Y" and "... which includes both A and B" one value is still asked for.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kohaku_rag.evaluation.records import Question
+
+_SEVERAL = re.compile(
+    r"\brespectively\b"
+    r"|\b(?:which|what) (?:two|three|four|five|2|3|4|5)\b"
+    r"|\blist (?:all|the|both|each)\b"
+    r"|\bname (?:all|both|the (?:two|three|four|five))\b"
+    r"|\beach (?:paper|study|source|report|of the)\b",
+    re.IGNORECASE,
+)
+_TRUE_FALSE = re.compile(r"^\s*true\s+or\s+false\b", re.IGNORECASE)
+
+
+def asks_for_several(question: Question) -> bool:
+    """The question asks for several values: its Reconcile flag, or its wording (see the
+    module docstring); never a true/false statement."""
+    if "Reconcile" in question.flags:
+        return True
+    return _TRUE_FALSE.match(question.question) is None and _SEVERAL.search(question.question) is not None
+
+
+def several_values_rule(unit: str | None) -> str:
+    """The prompt's answer_value line for a question that asks for several values."""
+    what = f"each a number in {unit} (no unit, no commas)" if unit else "each the exact name or term"
+    return f"answer_value: the question asks for several values: give every one, {what}, as a list (a,b)."
