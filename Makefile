@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kohaku-installed
 
-.PHONY: install demo test lint bench ui clean-lake cluster-servers cluster-demo
+.PHONY: install demo test lint bench ui clean-lake cluster-servers cluster-demo browser serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,18 @@ cluster-servers:
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql redis-server; \
 	fi
+
+# Headless Chromium and its driver from Debian's packages, when missing (the ask page's
+# browser test and bench/serve_smoke.py drive them through Selenium).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+# The ask page, the JSON API and the OpenAI-compatible endpoint on http://127.0.0.1:8008
+serve: $(STAMP)
+	$(BIN)/kohaku serve
 
 # The WattBot corpus indexed by 2 Celery workers on a PostgreSQL instance; stops what it starts.
 cluster-demo: $(STAMP) cluster-servers

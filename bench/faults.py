@@ -1,7 +1,8 @@
 """Faults never freeze a wrong result: kill -9 `kohaku index` at many moments, feed it bad inputs.
 
-    python bench/faults.py                 # 14 kills over an incremental run, 12 bad inputs
-    python bench/faults.py --work /tmp/kohaku-faults
+    python bench/faults.py                 # 14 kills over an incremental run, 12 bad inputs,
+                                           # 12 damaged lakes, two writers, 6 kills during a rebuild
+    python bench/faults.py --work /tmp/kohaku-faults --only damage,writers,rebuild
 
 Kills: a lake holds 6 documents; 2 change; `kohaku index` is killed with SIGKILL at a
 moment of its run (spread over the per-document runs and the index assembly, found from
@@ -13,7 +14,14 @@ Bad inputs: each is dropped into a copy of the good corpus; `kohaku index` must 
 1, index every good document, name the bad input in at most a few lines, not index what
 it must not (a link out of the folder), and a plain re-run must recompute nothing.
 
-Prints one line per trial, then `kills survived / tried` and `bad inputs isolated / tried`.
+Damaged lakes: a built lake has one file deleted, cut in half or garbled (each index, a
+per-document table, a cache), or rows deleted behind the store's back. `kohaku search` before
+the repair must refuse with a message or be right (never exit 0 with other results, never a
+traceback); a plain `kohaku index` must repair it, search must then equal a clean build's, the
+next run recompute nothing and `kohaku doctor` exit 0. Two writers: two `kohaku index` at once
+(and one with --no-wait). Kills during a rebuild: the vector index deleted, the rebuild killed.
+
+Prints one line per trial, then the counts per kind.
 """
 
 from __future__ import annotations
@@ -207,6 +215,212 @@ def _spread(n: int) -> list[float]:
     return [0.2 + 0.7 * i / max(n - 1, 1) for i in range(n)]
 
 
+# ── a damaged lake, two writers, kills during a rebuild ─────────────────────────
+
+
+def _sqlite_side_files(path: Path) -> None:
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _delete(rel: str) -> Callable[[Path], None]:
+    def damage(lake: Path) -> None:
+        target = lake / rel
+        if target.is_dir():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+            _sqlite_side_files(target)
+
+    return damage
+
+
+def _truncate(rel: str) -> Callable[[Path], None]:
+    def damage(lake: Path) -> None:
+        target = lake / rel
+        _sqlite_side_files(target)
+        data = target.read_bytes()
+        target.write_bytes(data[: len(data) // 2])
+
+    return damage
+
+
+def _garble(rel: str) -> Callable[[Path], None]:
+    def damage(lake: Path) -> None:
+        target = lake / rel
+        _sqlite_side_files(target)
+        target.write_bytes(os.urandom(max(target.stat().st_size, 4096)))
+
+    return damage
+
+
+def _delete_rows(lake: Path) -> None:
+    import apsw
+    import sqlite_vec
+
+    conn = apsw.Connection(str(lake / "index" / "vectors.sqlite"))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.execute("DELETE FROM nodes WHERE doc_id = 'water'")
+    conn.close()
+
+
+def _half_built(lake: Path) -> None:
+    """What a kill in the middle of a rebuild leaves: no index, the file being built beside it."""
+    index = lake / "index" / "vectors.sqlite"
+    shutil.copy(index, index.with_name(".vectors.sqlite.building"))
+    index.unlink()
+    _sqlite_side_files(index)
+
+
+DAMAGES: dict[str, Callable[[Path], None]] = {
+    "vectors.sqlite deleted": _delete("index/vectors.sqlite"),
+    "vectors.sqlite garbled": _garble("index/vectors.sqlite"),
+    "vectors.sqlite cut in half": _truncate("index/vectors.sqlite"),
+    "vectors.sqlite rows of a document deleted": _delete_rows,
+    "vectors.sqlite half-built beside, none live": _half_built,
+    "bm25.npz deleted": _delete("index/bm25.npz"),
+    "bm25.npz cut in half": _truncate("index/bm25.npz"),
+    "bm25.npz garbled": _garble("index/bm25.npz"),
+    "whole index/ folder deleted": _delete("index"),
+    "index_rows/water.parquet cut in half": _truncate("index_rows/water.parquet"),
+    "document_tree/gpu.parquet garbled": _garble("document_tree/gpu.parquet"),
+    "bm25 token cache of gpu cut in half": _truncate("cache/bm25_tokens/gpu.parquet"),
+}
+
+
+def _search_outcome(lake: Path, corpus: Path, expected: list[object]) -> str:
+    """ "same" (identical to a clean build), "refused" (non-zero, a message, no traceback),
+    or what is wrong: a search must never exit 0 with other results, nor show a traceback."""
+    questions = lake.parent / f"{lake.name}_questions.csv"
+    questions.write_text("id,question\n" + "".join(f"q{i},{q}\n" for i, q in enumerate(QUERIES)))
+    done = kohaku("search", "--questions", str(questions), "--lake", str(lake), "--corpus", str(corpus), "--k", "5")
+    if "Traceback" in done.stderr:
+        return "TRACEBACK"
+    if done.returncode != 0:
+        return "refused" if done.stderr.strip() else "SILENT FAILURE"
+    got = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    return "same" if got == expected else "WRONG RESULTS"
+
+
+def damages(work: Path) -> tuple[int, int]:
+    """Each damage on a copy of a built lake: search before the repair refuses or is right,
+    a plain `kohaku index` exits 0 (one line saying what it rebuilt), search is then
+    identical to a clean build and the next run recomputes nothing; what `kohaku doctor`
+    still finds (damage no search reads), `kohaku doctor --repair` fixes with search unchanged."""
+    corpus = write_corpus(work / "corpus")
+    clean = work / "lake_clean"
+    if index(clean, corpus).returncode != 0:
+        raise SystemExit("the clean build failed")
+    expected = search_all(clean, corpus)
+    repaired = 0
+    for k, (name, damage) in enumerate(DAMAGES.items(), start=1):
+        lake = work / f"damage_{k}"
+        shutil.copytree(clean, lake)
+        damage(lake)
+        before = _search_outcome(lake, corpus, expected)
+        fix = index(lake, corpus)
+        said = [line for line in fix.stderr.splitlines() if "rebuil" in line or "recomputing" in line]
+        after = _search_outcome(lake, corpus, expected)
+        again = index(lake, corpus)
+        quiet = again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["recomputed"] == 0
+        doctor = kohaku("doctor", "--lake", str(lake), "--corpus", str(corpus))
+        # What `kohaku index` does not read (a table only a rebuild reads, a cache) is
+        # `kohaku doctor`'s to find; --repair must fix it and leave search as it was.
+        repair = "-"
+        if doctor.returncode != 0:
+            fixed = kohaku("doctor", "--repair", "--lake", str(lake), "--corpus", str(corpus))
+            repair = f"exit {fixed.returncode}, search {_search_outcome(lake, corpus, expected)}"
+        ok = (
+            before in ("same", "refused")
+            and fix.returncode == 0
+            and "Traceback" not in fix.stderr
+            and after == "same"
+            and quiet
+            and repair in ("-", "exit 0, search same")
+        )
+        repaired += ok
+        print(
+            f"damage {k:2d} {name:45s} search before: {before:8s} index: exit {fix.returncode} "
+            f"({said[0][:70] if said else 'no line'}) search after: {after:5s} next run quiet: {quiet!s:5s} "
+            f"doctor: exit {doctor.returncode}, --repair: {repair}: {'ok' if ok else 'FAILED'}"
+        )
+        shutil.rmtree(lake, ignore_errors=True)
+    return repaired, len(DAMAGES)
+
+
+def two_writers(work: Path) -> tuple[int, int]:
+    """Two `kohaku index` at once on one lake (2 of 6 documents changed): both exit 0, one
+    waits for the other's lock, the result is a clean build's; `--no-wait` exits 2 at once."""
+    v1 = write_corpus(work / "corpus_v1")
+    v2 = write_corpus(work / "corpus_v2", changed=("gpu", "water"))
+    base = work / "lake_v1"
+    if index(base, v1).returncode != 0:
+        raise SystemExit("building the starting lake failed")
+    clean = work / "lake_clean"
+    index(clean, v2)
+    expected = search_all(clean, v2)
+    ok_count = 0
+    trials = [("two plain writers", ()), ("second with --no-wait", ("--no-wait",))]
+    for k, (name, extra) in enumerate(trials, start=1):
+        lake = work / f"writers_{k}"
+        shutil.copytree(base, lake)
+        cmd = [*KOHAKU, "index", "--lake", str(lake), "--corpus", str(v2), "--json"]
+        first = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4.0)  # the first is past its imports and holds the lock
+        second = subprocess.run([*cmd, *extra], env=ENV, capture_output=True, text=True, timeout=600)
+        out1, err1 = first.communicate(timeout=600)
+        rerun = index(lake, v2)
+        got = search_all(lake, v2)
+        waited = "waiting for the lake lock" in second.stderr
+        if extra:
+            ok = first.returncode == 0 and second.returncode == 2 and "Traceback" not in second.stderr
+        else:
+            ok = first.returncode == 0 and second.returncode == 0 and waited
+        ok = ok and got == expected and rerun.returncode == 0
+        ok_count += ok
+        print(
+            f"writers {k} {name:24s} first exit {first.returncode}, second exit {second.returncode} "
+            f"(waited: {waited}), search {'identical' if got == expected else 'DIFFERS'}: {'ok' if ok else 'FAILED'}"
+        )
+        shutil.rmtree(lake, ignore_errors=True)
+    return ok_count, len(trials)
+
+
+def rebuild_kills(work: Path, n: int) -> tuple[int, int]:
+    """The vector index deleted, then `kohaku index` (a full rebuild) killed at n moments:
+    search before the re-run must refuse or be right, never answer with a half-built index."""
+    corpus = write_corpus(work / "corpus")
+    clean = work / "lake_clean"
+    index(clean, corpus)
+    expected = search_all(clean, corpus)
+    lake = work / "measure"
+    shutil.copytree(clean, lake)
+    _delete("index/vectors.sqlite")(lake)
+    t0 = time.perf_counter()
+    index(lake, corpus)
+    duration = time.perf_counter() - t0
+    survived = tried = 0
+    for k, f in enumerate(_spread(n), start=1):
+        lake = work / f"rebuild_kill_{k}"
+        shutil.rmtree(lake, ignore_errors=True)
+        shutil.copytree(clean, lake)
+        _delete("index/vectors.sqlite")(lake)
+        killed, at = run_and_kill(lake, corpus, Moment(f"t={f:.2f}x", "", f * duration))
+        before = _search_outcome(lake, corpus, expected)
+        rerun = index(lake, corpus)
+        after = _search_outcome(lake, corpus, expected)
+        ok = before in ("same", "refused") and rerun.returncode == 0 and after == "same"
+        tried += killed
+        survived += killed and ok
+        print(
+            f"rebuild kill {k} at {at:5.1f}s killed={killed!s:5s} search before re-run: {before:8s} "
+            f"after: {after}: {'ok' if ok else 'FAILED'}"
+        )
+        shutil.rmtree(lake, ignore_errors=True)
+    return survived, tried
+
+
 # ── bad inputs ───────────────────────────────────────────────────────────────
 
 
@@ -321,19 +535,34 @@ def bad_inputs(work: Path) -> tuple[int, int]:
     return isolated, len(BAD_INPUTS)
 
 
+def _count(label: str, pair: tuple[int, int]) -> str:
+    return f"{label}: {pair[0]} / {pair[1]}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="", help="scratch folder (default: a temporary one)")
     parser.add_argument("--timed-kills", type=int, default=8, help="kills at moments spread over the run's time")
+    parser.add_argument("--only", default="", help="comma-separated: kills,bad,damage,writers,rebuild (default: all)")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="kohaku-faults-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     t0 = time.perf_counter()
-    survived, tried = kills(work / "kills", args.timed_kills)
-    isolated, bad = bad_inputs(work / "bad")
-    print(f"kills survived / tried: {survived} / {tried}")
-    print(f"bad inputs isolated / tried: {isolated} / {bad}")
+    only = set(args.only.split(",")) if args.only else {"kills", "bad", "damage", "writers", "rebuild"}
+    lines = []
+    if "damage" in only:
+        lines.append(_count("damaged lakes repaired / tried", damages(work / "damage")))
+    if "writers" in only:
+        lines.append(_count("two-writer trials ok / tried", two_writers(work / "writers")))
+    if "rebuild" in only:
+        lines.append(_count("kills during a rebuild survived / tried", rebuild_kills(work / "rebuild", 6)))
+    if "kills" in only:
+        lines.append(_count("kills survived / tried", kills(work / "kills", args.timed_kills)))
+    if "bad" in only:
+        lines.append(_count("bad inputs isolated / tried", bad_inputs(work / "bad")))
+    for line in lines:
+        print(line)
     print(f"({time.perf_counter() - t0:.0f}s)")
     shutil.rmtree(work, ignore_errors=True)
 

@@ -10,10 +10,9 @@ from dagster import (
 
 from kohaku_assets.assets import ALL_ASSETS
 from kohaku_assets.jobs import JOBS
-from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.resources import PROCESS_MODELS, KohakuSettings
 from kohaku_assets.schedules import SCHEDULES
 from kohaku_assets.sensors import SENSORS
-from kohaku_rag.models import ModelPool
 
 # Replaces Dagster's implicit sensor of that name, which starts stopped: the indexes'
 # re-assembly and the leaderboard's refresh are automation conditions, so they need it on.
@@ -37,7 +36,7 @@ defs = Definitions(
     sensors=[*SENSORS, automation_sensor],
     schedules=SCHEDULES,
     # One model pool per code-server process: the sensors and in-process runs share it.
-    resources={"settings": KohakuSettings(), "models": ModelPool()},
+    resources={"settings": KohakuSettings(), "models": PROCESS_MODELS},
     # Materializations started from the asset graph (not one of JOBS) also run every step in
     # the run's process: one process per run, not one per step (see kohaku_assets.jobs).
     executor=in_process_executor,

@@ -18,8 +18,11 @@ from kohaku_rag.lake import Lake
 from kohaku_rag.models import ModelPool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The models loaded by this process: the code location's `models` resource, so the sensors,
+# the UI's in-process runs and the CLI's runs share them (the embedded LLM loads once).
+PROCESS_MODELS = ModelPool()
 
-__all__ = ["REPO_ROOT", "KohakuSettings", "ModelPool", "default_corpus", "default_lake", "lake_path"]
+__all__ = ["PROCESS_MODELS", "REPO_ROOT", "KohakuSettings", "ModelPool", "default_corpus", "default_lake", "lake_path"]
 
 
 def default_lake() -> str:

@@ -28,9 +28,10 @@ from dagster import (
     AssetKey,
     DagsterEventType,
     DagsterInstance,
+    DagsterRun,
     DagsterRunStatus,
-    Definitions,
     JobDefinition,
+    ResourceDefinition,
     RunsFilter,
     in_process_executor,
 )
@@ -58,7 +59,7 @@ from kohaku_assets.jobs import (
     leaderboard_job,
 )
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
-from kohaku_assets.resources import REPO_ROOT, KohakuSettings
+from kohaku_assets.resources import PROCESS_MODELS, REPO_ROOT, KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_files, config_of, configs_dir, spec_of
 from kohaku_rag.answering.qa_config import QAConfig, dump_toml
@@ -70,6 +71,7 @@ from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.indexing.prefetch import prefetch
 from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.lake_lock import LOCK_TOKEN_TAG, held_token, hold_lake
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.tree import NodeKind
@@ -77,8 +79,6 @@ from kohaku_rag.tree import NodeKind
 # The CLI prints its own progress (one line per failure); Dagster's console lines, its
 # failure tracebacks included, would drown it. The event log keeps every traceback.
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-# The models loaded by this process's runs, unless a caller brings its own pool.
-PROCESS_MODELS = ModelPool()
 # The workspace `kohaku ui` loads; its one code location is the one CLI runs belong to.
 WORKSPACE_YAML = REPO_ROOT / "workspace.yaml"
 LOCATION_NAME = "kohaku-lake"
@@ -170,9 +170,19 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
     """Mark runs of this host's CLI left STARTED by a process that is gone (kill -9, OOM,
     power cut) as failed, so the UI tells the truth; returns their run ids. Runs launched
     by the UI's daemon are watched by its run monitoring instead."""
+    failed: list[str] = []
+    for run in orphaned_runs(instance):
+        pid = run.tags[PID_TAG]
+        instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")
+        failed.append(run.run_id)
+    return failed
+
+
+def orphaned_runs(instance: DagsterInstance) -> list[DagsterRun]:
+    """Runs of this host's CLI left STARTED by a process that is gone."""
     active = [DagsterRunStatus.STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.NOT_STARTED]
     host = socket.gethostname()
-    failed: list[str] = []
+    found: list[DagsterRun] = []
     for run in instance.get_runs(filters=RunsFilter(statuses=active, tags={HOST_TAG: host})):
         if run.parent_run_id is not None or GRPC_INFO_TAG in run.tags:
             # A re-execution from the UI (or its automatic retry) inherits a CLI run's tags,
@@ -180,9 +190,8 @@ def fail_orphaned_runs(instance: DagsterInstance) -> list[str]:
             continue
         pid = run.tags.get(PID_TAG, "")
         if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
-            instance.report_run_failed(run, f"the process running it (pid {pid}) ended without finishing it")
-            failed.append(run.run_id)
-    return failed
+            found.append(run)
+    return found
 
 
 def failure_message(result: ExecutionResult, *, verbose: bool = False) -> str:
@@ -242,16 +251,18 @@ def settings_config(settings: KohakuSettings) -> dict[str, Any]:
 
 def job_for(name: str, models: ModelPool = PROCESS_MODELS) -> JobDefinition:
     """The code location's job `name`, run in this process (every step in it, whatever
-    executor the UI's runs use), with `models` as its loaded models.
+    executor the UI's runs use), with `models` as its loaded models."""
+    return _in_this_process(defs.resolve_job_def(name), models)
 
-    The assets are bound to `models` (the code location's own Definitions, with that pool),
-    not only the job: Dagster rebuilds a job from its assets for every subset it runs (a
-    re-assembly of one index), and a job resource that differs from its assets' is refused
-    ("resource with key 'models' provided to job conflicts with resource provided to assets").
-    Building these Definitions takes ~20 ms."""
-    resources = {**(defs.resources or {}), "models": models}
-    bound = Definitions(assets=defs.assets, jobs=defs.jobs, resources=resources, executor=defs.executor)
-    return bound.resolve_job_def(name).with_executor_def(in_process_executor)
+
+def _in_this_process(job: JobDefinition, models: ModelPool) -> JobDefinition:
+    """`job` with every step in this process and `models` as its loaded models. The process's
+    own pool is already the location's `models` resource; another pool (a test's) replaces it
+    on the job, which a job subset would refuse as conflicting with the assets' resource."""
+    if models is not PROCESS_MODELS:
+        resources = {**job.resource_defs, "models": ResourceDefinition.hardcoded_resource(models)}
+        job = job.with_top_level_resources(resources)
+    return job.with_executor_def(in_process_executor)
 
 
 def run_job(
@@ -274,6 +285,9 @@ def run_job(
         job = job.get_subset(asset_selection=set(asset_selection))
     run_config = {**QUIET, "resources": {"settings": settings_config(settings)}}
     tags = {"kohaku/trigger": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    token = held_token(settings.lake.root)
+    if token is not None:  # the run's steps (on this process or a worker) write under our lock
+        tags[LOCK_TOKEN_TAG] = token
     tags = dict(merge_run_tags(job, partition_key, tags, asset_selection, instance, run_config))
     plan = create_execution_plan(job, run_config=run_config, instance_ref=instance.get_ref(), tags=tags)
     origin = repository_origin()
@@ -301,6 +315,11 @@ def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str
     new = [k for k in keys if k not in known]
     if new:
         instance.add_dynamic_partitions(partitions_name, new)
+
+
+class RunFailed(KohakuError, RuntimeError):
+    """A run failed (a config's, an ensemble's, the index assembly); the message is the
+    failed step's one line, e.g. "predictions: 2 of 40 questions failed: ...; re-run to retry them"."""
 
 
 # ── indexing ──────────────────────────────────────────────────────────────
@@ -339,6 +358,21 @@ def run_index(
     models: ModelPool = PROCESS_MODELS,
     retry_failed: bool = False,
     verbose: bool = False,
+    wait: bool = True,
+) -> IndexReport:
+    """Index what changed, holding the lake's writer lock (`wait=False`: `LakeBusy` at once
+    when another process writes the lake)."""
+    with hold_lake(settings.lake.root, "kohaku index", wait=wait, say=progress):
+        return _run_index(settings, progress=progress, models=models, retry_failed=retry_failed, verbose=verbose)
+
+
+def _run_index(
+    settings: KohakuSettings,
+    *,
+    progress: Callable[[str], None],
+    models: ModelPool,
+    retry_failed: bool,
+    verbose: bool,
 ) -> IndexReport:
     """Index what changed in the corpus. Index settings given by file become the lake's
     settings (what changed recomputes); without one, the lake's recorded settings hold.
@@ -364,6 +398,8 @@ def run_index(
     plan = ix.plan_index(scan, lake, cfg, registered, retry_failed=retry_failed)
     for doc_id, why in plan.held.items():
         progress(f"not retrying {doc_id}, it failed before ({why}); kohaku index --retry-failed retries it")
+    for doc_id, why in plan.unreadable.items():
+        progress(f"recomputing {doc_id}: its stored table {why}")
     _register(settings, DOCUMENTS, sorted(set(scan.documents) | set(scan.missing)))
     for doc_id in plan.remove:
         if doc_id in registered:
@@ -408,12 +444,17 @@ def run_index(
     lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)), settings.corpus)
     lags = (("vector_index", lag.vectors), ("bm25_index", lag.bm25), ("search_aids", lag.aids))
     stale = [AssetKey(a) for a, docs in lags if docs]
+    for line in lag.problems():
+        progress(line)
     if stale:
         # The whole job when all are behind (the run the UI would launch), else those behind.
         subset = None if len(stale) == len(lags) else stale
         result = run_job(settings, assemble_indexes_job.name, models=models, asset_selection=subset)
         if not result.success:
-            raise RuntimeError(f"index assembly failed: {failure_message(result, verbose=verbose)}")
+            raise RunFailed(f"index assembly failed: {failure_message(result, verbose=verbose)}")
+        rebuilt = materialization_metadata(result).get("vector_index", {}).get("rebuilt")
+        if rebuilt and not lag.problems():
+            progress(f"rebuilt the vector index from the lake's stored rows: {rebuilt}")
     report.failed.update(plan.held)
     report.held = sorted(plan.held)
     report.documents = len(plan.unchanged) + len(report.recomputed)
@@ -454,11 +495,6 @@ def node_counts(settings: KohakuSettings, models: ModelPool = PROCESS_MODELS) ->
 # ── answering ─────────────────────────────────────────────────────────────
 
 
-class RunFailed(KohakuError, RuntimeError):
-    """A config's (or ensemble's) materialization failed; the message is the failed step's
-    one line, e.g. "predictions: 2 of 40 questions failed: ...; re-run to retry them"."""
-
-
 @dataclass(frozen=True)
 class QAReport:
     config: str
@@ -470,13 +506,25 @@ class QAReport:
 def _leaderboard(settings: KohakuSettings, models: ModelPool) -> None:
     board = run_job(settings, leaderboard_job.name, models=models)
     if not board.success:
-        raise RuntimeError(f"leaderboard: {failure_message(board)}")
+        raise RunFailed(f"leaderboard: {failure_message(board)}")
 
 
 def run_config(
-    settings: KohakuSettings, name: str, *, leaderboard_too: bool = True, models: ModelPool = PROCESS_MODELS
+    settings: KohakuSettings,
+    name: str,
+    *,
+    leaderboard_too: bool = True,
+    models: ModelPool = PROCESS_MODELS,
+    wait: bool = True,
+    progress: Callable[[str], None] = print,
 ) -> QAReport:
-    """Materialize one config's partition (what is stored is reused) and the leaderboard."""
+    """Materialize one config's partition (what is stored is reused) and the leaderboard,
+    holding the lake's writer lock: a re-index waits until the answers are stored."""
+    with hold_lake(settings.lake.root, f"kohaku eval --config {name}", wait=wait, say=progress):
+        return _run_config(settings, name, leaderboard_too=leaderboard_too, models=models)
+
+
+def _run_config(settings: KohakuSettings, name: str, *, leaderboard_too: bool, models: ModelPool) -> QAReport:
     started = time.perf_counter()
     cfg = config_of(settings.lake, name)
     _register(settings, CONFIGS, [name])
@@ -494,6 +542,11 @@ def run_ensemble(settings: KohakuSettings, name: str, *, models: ModelPool = PRO
     """Materialize one spec's partition (its members must be stored) and the leaderboard;
     returns the cross_ensemble materialization metadata."""
     spec_of(settings.lake, name)  # a clear error for a missing or broken spec, before Dagster
+    with hold_lake(settings.lake.root, f"kohaku eval --config {name}"):
+        return _run_ensemble(settings, name, models)
+
+
+def _run_ensemble(settings: KohakuSettings, name: str, models: ModelPool) -> dict[str, Any]:
     _register(settings, ENSEMBLE_SPECS, [name])
     result = run_job(settings, cross_ensemble_job.name, name, models=models)
     if not result.success:

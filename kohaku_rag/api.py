@@ -10,6 +10,7 @@ kr.index("path/to/docs", "data_lake")            # build or update the lake
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,11 +84,18 @@ class Rag:
         return self.models.retriever(self.lake, self.index_config).search([question], cfg)
 
     def ask(
-        self, question: str, *, config: str | Path | QAConfig | None = None, unit: str = "is_blank", seed: int = 0
+        self,
+        question: str,
+        *,
+        config: str | Path | QAConfig | None = None,
+        unit: str = "is_blank",
+        seed: int = 0,
+        progress: Callable[[str], None] | None = None,
     ) -> AskResult:
         """Plan, retrieve and answer one question with one run. `config` is a config name in
-        the lake's configs folder, a config file, a QAConfig, or None for the defaults."""
-        cfg = self._config(config)
+        the lake's configs folder, a config file, a QAConfig, or None for the defaults.
+        `progress` hears each stage as it starts ("planning", "retrieving", "answering")."""
+        cfg = self.config(config)
         pred = answer_question(
             Question(id="ask", question=question, answer_unit=unit),
             self.models.retriever(self.lake, self.index_config),
@@ -96,12 +104,14 @@ class Rag:
             seed=seed,
             images=lambda h: self.lake.blob(h).read_bytes(),
             planner_chat=self.models.chat(cfg.planner_llm, self.lake) if cfg.retrieval.planner_model else None,
+            progress=progress,
         )
         if pred.error:  # a failed LLM call is not an answer
             raise BackendError(pred.error)
         return AskResult.of(question, pred)
 
-    def _config(self, config: str | Path | QAConfig | None) -> QAConfig:
+    def config(self, config: str | Path | QAConfig | None) -> QAConfig:
+        """The QAConfig `ask` would use for `config` (a name, a file, a QAConfig or None)."""
         if config is None:
             return QAConfig()
         if isinstance(config, QAConfig):

@@ -2,6 +2,11 @@
 
 A hash is the SHA-256 of the canonical JSON of the dataclass, so a key order change or a
 file rename never invalidates anything, and any value change always does.
+
+A numeric field declares its sane range next to it, `top_k: Annotated[int, Range(0, 4096)]`:
+a file's value outside it is refused at load (file, line, key). The range bounds what a
+person writes, not what the code derives (a deeper retry multiplies top_k and the budget),
+so it is not checked when a config is built in Python. The annotation changes no hash.
 """
 
 from __future__ import annotations
@@ -9,10 +14,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import tomllib
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +42,53 @@ class ConfigKeyError(ValueError):
         self.reason = message
 
 
+@dataclass(frozen=True)
+class Range:
+    """The allowed values of a numeric config key: `low <= value <= high` (either end None for
+    no bound; `low_open`: strictly above `low`, for a timeout that must be > 0)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+
+    def problem(self, name: str, value: float) -> str | None:
+        """Why `value` is outside the range (None when inside), naming the key `name`."""
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return f"{name} must be {'greater than' if self.low_open else 'at least'} {_number(self.low)}, got {value}"
+        if self.high is not None and value > self.high:
+            return f"{name} must be at most {_number(self.high)}, got {value}"
+        return None
+
+
+def _number(x: float) -> str:
+    """10000000.0 as 10000000, 0.5 as 0.5 (never 1e+07)."""
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
+# Shared ranges: one request's timeout (an hour is already absurd for one HTTP call) and
+# the retries of a transient failure (back-off doubles each time).
+SECONDS = Range(0.0, 3600.0, low_open=True)
+RETRIES = Range(0, 20)
+
+
+def _ranges(hint: Any) -> tuple[Any, list[Range]]:
+    """(the type under an Annotated hint, its Range metadata)."""
+    if typing.get_origin(hint) is not typing.Annotated:
+        return hint, []
+    inner, *meta = typing.get_args(hint)
+    return inner, [m for m in meta if isinstance(m, Range)]
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """A class's type hints with their Annotated metadata (resolved once per class)."""
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
+    return _HINTS[cls]
+
+
 def _type_name(hint: Any) -> str:
     if hint is type(None):
         return "null"
@@ -45,8 +99,17 @@ def check_value(hint: Any, value: Any, key: str) -> Any:
     """`value` checked against the type hint `hint` (Literal members, bool/int/float/str,
     tuples of them, optional values, nested dataclasses); returns the value to use (a list
     becomes a tuple, the string "none" becomes None where None is allowed and a string is
-    not). Raises ConfigKeyError naming `key`, the value and what is allowed."""
+    not). Raises ConfigKeyError naming `key`, the value and what is allowed (a number
+    outside its declared `Range` too)."""
     origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        inner, bounds = _ranges(hint)
+        value = check_value(inner, value, key)
+        for bound in bounds:
+            problem = bound.problem(key.rsplit(".", 1)[-1], value) if value is not None else None
+            if problem:
+                raise ConfigKeyError(key, problem)
+        return value
     if origin is typing.Literal:
         allowed = typing.get_args(hint)
         if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
@@ -97,6 +160,8 @@ def check_value(hint: Any, value: Any, key: str) -> Any:
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigKeyError(key, f"expected a number, got {type(value).__name__} {json.dumps(value, default=str)}")
+        if not math.isfinite(value):  # TOML can say inf and nan
+            raise ConfigKeyError(key, f"expected a finite number, got {value}")
         return value
     if hint is str:
         if not isinstance(value, str):
@@ -115,7 +180,7 @@ def from_mapping(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     if unknown:
         first = f"{where}.{unknown[0]}" if where else unknown[0]
         raise ConfigKeyError(first, f"unknown {cls.__name__} keys {unknown}; known keys: {sorted(names)}")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{where}.{key}" if where else key

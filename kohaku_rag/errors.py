@@ -31,3 +31,8 @@ class RetriesExhausted(BackendError):
 class MissingPredictions(KohakuError):
     """An ensemble member has nothing stored to vote with; the message gives the command
     that computes it."""
+
+
+class IndexUnavailable(KohakuError):
+    """An index file is missing or unreadable: searching it would return nothing or crash.
+    The message names the file and the fix (`kohaku index` rebuilds it from the stored rows)."""

@@ -8,6 +8,7 @@ are for the sync callers; the async chat client drives its own loop with `RetryP
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import logging
 import math
@@ -187,6 +188,53 @@ def safe_url(url: str | None) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def redact_url(url: str) -> str:
+    """`url` as it may be stored, hashed or printed: `safe_url` when it holds credentials, else
+    unchanged (so whatever is keyed by a URL without credentials keeps its key)."""
+    if REDACTED in url:  # read back from the lake: redacted already (and no longer parseable)
+        return url
+    try:
+        secrets = url_secrets(url)
+    except ValueError:  # a netloc urllib cannot parse: keep none of it
+        return REDACTED
+    return safe_url(url) if secrets else url
+
+
+def redact_urls(obj: T) -> T:
+    """A config dataclass with the credentials of every URL field (a string field named `url`
+    or `*_url`, in nested dataclasses too) redacted: the form stored in the lake, hashed and
+    printed. `obj` itself when it holds none. The process that loaded the config keeps the
+    real one in memory, and only there."""
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return obj
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        if not f.init:
+            continue
+        value = getattr(obj, f.name)
+        if isinstance(value, str) and (f.name == "url" or f.name.endswith("_url")):
+            safe: Any = redact_url(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            safe = redact_urls(value)
+        else:
+            continue
+        if safe is not value and safe != value:
+            changes[f.name] = safe
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+def check_not_redacted(url: str) -> None:
+    """Refuse a URL read back from the lake, whose credentials were redacted before it was
+    stored: sending `[redacted]` as a password only earns a 401 later."""
+    if REDACTED in url or urllib.parse.quote(REDACTED, safe="") in url:
+        raise ValueError(
+            f"{safe_url(url)}: this URL's credentials were redacted when it was stored (the lake "
+            "never keeps them); give the config file that holds them again (for the index settings: "
+            "`kohaku index --index-config FILE` or KOHAKU_INDEX_CONFIG=FILE), or put the key in the "
+            "environment variable that api_key_env names"
+        )
+
+
 def endpoint_id(url: str) -> str:
     """The endpoint a URL names, for a cache key: scheme, host, port and path (normalised,
     lower-case host), plus its non-credential query; never the credentials."""
@@ -206,6 +254,7 @@ def normalise_base_url(base_url: str) -> str:
     """`http://host:8000`, `.../v1` and `.../v1/` all mean the same API root, `.../v1`. A query
     string (`?api-version=...`) is kept; `api_url` puts an API path before it."""
     url = base_url.strip()
+    check_not_redacted(url)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not re.match(r"^https?://[^/?#]", url):
         raise ValueError(f"base_url {safe_url(base_url)!r} must start with http:// or https://")

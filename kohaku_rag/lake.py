@@ -6,6 +6,7 @@ crash or a failed partition leaves the previous good file untouched.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
@@ -17,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+_log = logging.getLogger("kohaku")
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
 
@@ -60,11 +62,44 @@ def write_parquet_atomic(table: pa.Table, target: Path, metadata: dict[str, str]
 
 
 def parquet_metadata(path: Path) -> dict[str, str]:
-    """Key/value metadata stored in a Parquet file's schema ({} if the file is absent)."""
+    """Key/value metadata stored in a Parquet file's schema ({} if the file is absent or
+    unreadable: a stored table that can't be read is missing, so it is recomputed;
+    `unreadable_reason` says why, for the message)."""
     if not path.exists():
         return {}
-    meta = pq.read_schema(path).metadata or {}
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return {}
     return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
+
+
+def unreadable_reason(path: Path) -> str | None:
+    """Why a stored Parquet file can't be read (None: absent or readable). Reads its footer
+    only: a file cut short or overwritten loses its footer first."""
+    try:
+        pq.read_metadata(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowException) as exc:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    return None
+
+
+def is_stored(path: Path) -> bool:
+    """Whether a stored Parquet table exists and can be read. One that can't (cut short,
+    overwritten) is missing, not fatal: it is renamed aside to `<name>.unreadable` (kept for
+    a post-mortem, no longer listed or read), a warning names it, and its producer
+    recomputes it."""
+    if not path.exists():
+        return False
+    why = unreadable_reason(path)
+    if why is None:
+        return True
+    aside = path.with_name(path.name + ".unreadable")
+    os.replace(path, aside)
+    _log.warning("%s can't be read (%s): moved aside to %s; it is recomputed", path, why, aside.name)
+    return False
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,17 @@ class Attachment(StrEnum):
 
 
 BBox = tuple[float, float, float, float]
+# Where a sentence sits on a page: (page, x0, y0, x1, y1), one per text line it covers.
+Rect = tuple[int, float, float, float, float]
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One line of a PDF paragraph as laid out: its page, box and text."""
+
+    page: int
+    bbox: BBox
+    text: str
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,9 @@ class Node:
     bbox: BBox | None = None
     attachment: Attachment = Attachment.TEXT
     media_hash: str | None = None
+    # A PDF sentence's line boxes, for the page highlight: layout kept in the tree table
+    # only (the vector store does not hold it), so it is not part of a node's identity.
+    rects: tuple[Rect, ...] = field(default=(), compare=False)
 
     @property
     def length(self) -> int:
@@ -67,6 +81,7 @@ class ParsedParagraph:
     bbox: BBox | None = None
     attachment: Attachment = Attachment.TEXT
     image: bytes | None = None
+    lines: tuple[TextLine, ...] = ()  # the PDF lines the text was merged from, in order
 
 
 @dataclass(frozen=True)
@@ -133,7 +148,8 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
                 )
             )
             sentences = [para.text.strip()] if para.attachment is Attachment.TABLE else split_sentences(text)
-            for k, sent in enumerate((s for s in sentences if s.strip()), start=1):
+            spans = sentence_spans(text, [s.strip() for s in sentences if s.strip()])
+            for k, (sent, span) in enumerate(zip((s for s in sentences if s.strip()), spans, strict=True), start=1):
                 body.append(
                     Node(
                         node_id=sentence_id(doc_id, i + 1, j, k),
@@ -146,6 +162,7 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
                         page=para.page,
                         bbox=None,
                         attachment=para.attachment,
+                        rects=sentence_rects(para, text, span),
                     )
                 )
         if j == 0 and not sec.title.strip():
@@ -180,6 +197,59 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
     return nodes
 
 
+def sentence_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
+    """Each sentence's (start, end) in its paragraph's text, found in order (a sentence the
+    splitter rewrote and that cannot be found takes the text after the previous one)."""
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for sent in sentences:
+        at = text.find(sent, cursor)
+        if at < 0:
+            at = min(cursor, len(text))
+            spans.append((at, min(len(text), at + len(sent))))
+        else:
+            spans.append((at, at + len(sent)))
+        cursor = spans[-1][1]
+    return spans
+
+
+def _line_starts(lines: Sequence[TextLine], text: str) -> list[int]:
+    """Where each PDF line starts in the merged paragraph text. Merging joins lines with a
+    space or drops an end-of-line hyphen, so each line is looked up by its first characters."""
+    starts: list[int] = []
+    cursor = 0
+    for ln in lines:
+        head = ln.text.strip()[:12]
+        at = text.find(head, cursor) if head else -1
+        at = cursor if at < 0 else at
+        starts.append(at)
+        cursor = at + max(1, len(head))
+    return starts
+
+
+def sentence_rects(para: ParsedParagraph, text: str, span: tuple[int, int]) -> tuple[Rect, ...]:
+    """The boxes a sentence covers: per PDF line, the share of the line's width its
+    characters take (proportional spacing is close enough to mark the sentence). A
+    paragraph without lines (a table) gives its whole box."""
+    if not para.lines:
+        if para.page is None or para.bbox is None:
+            return ()
+        return ((para.page, *para.bbox),)
+    starts = _line_starts(para.lines, text)
+    ends = [*starts[1:], len(text)]
+    a, b = span
+    out: list[Rect] = []
+    for ln, s, e in zip(para.lines, starts, ends):
+        lo, hi = max(a, s), min(b, e)
+        if hi <= lo or e <= s:
+            continue
+        x0, y0, x1, y1 = ln.bbox
+        width = x1 - x0
+        f0, f1 = (lo - s) / (e - s), min(1.0, (hi - s) / (e - s))
+        out.append((ln.page, x0 + f0 * width, y0, x0 + f1 * width, y1))
+    return tuple(out)
+
+
 TREE_SCHEMA = pa.schema(
     [
         pa.field("node_id", pa.string(), nullable=False),
@@ -194,6 +264,8 @@ TREE_SCHEMA = pa.schema(
         pa.field("attachment", pa.string(), nullable=False),
         pa.field("media_hash", pa.string()),
         pa.field("length", pa.int32(), nullable=False),
+        # (page, x0, y0, x1, y1) per line a PDF sentence covers; empty for other nodes
+        pa.field("rects", pa.list_(pa.list_(pa.float32(), 5))),
     ]
 )
 
@@ -213,6 +285,7 @@ def nodes_to_table(nodes: Iterable[Node]) -> pa.Table:
             "attachment": str(n.attachment),
             "media_hash": n.media_hash,
             "length": n.length,
+            "rects": [list(r) for r in n.rects],
         }
         for n in nodes
     ]
@@ -233,6 +306,7 @@ def table_to_nodes(table: pa.Table) -> list[Node]:
             bbox=tuple(r["bbox"]) if r["bbox"] is not None else None,
             attachment=Attachment(r["attachment"]),
             media_hash=r["media_hash"],
+            rects=tuple((int(q[0]), q[1], q[2], q[3], q[4]) for q in r.get("rects") or ()),
         )
         for r in table.to_pylist()
     ]

@@ -1,5 +1,5 @@
 """Every asset, by stage: per-document indexing, the indexes, answering per config,
-cross-config ensembles, the leaderboard, sweep reports."""
+cross-config ensembles, the leaderboard, sweep reports, the answers `kohaku serve` served."""
 
 from kohaku_assets.assets.answering import PER_CONFIG
 from kohaku_assets.assets.documents import PER_DOCUMENT
@@ -7,9 +7,10 @@ from kohaku_assets.assets.ensembles import cross_ensemble
 from kohaku_assets.assets.experiments import sweep_report
 from kohaku_assets.assets.indexes import INDEXES
 from kohaku_assets.assets.leaderboard import leaderboard
+from kohaku_assets.assets.serving import served_answers
 
 QA_ASSETS = [*PER_CONFIG, leaderboard]
-ALL_ASSETS = [*PER_DOCUMENT, *INDEXES, *PER_CONFIG, cross_ensemble, leaderboard, sweep_report]
+ALL_ASSETS = [*PER_DOCUMENT, *INDEXES, *PER_CONFIG, cross_ensemble, leaderboard, sweep_report, served_answers]
 
 __all__ = [
     "ALL_ASSETS",
@@ -19,5 +20,6 @@ __all__ = [
     "QA_ASSETS",
     "cross_ensemble",
     "leaderboard",
+    "served_answers",
     "sweep_report",
 ]

@@ -32,13 +32,14 @@ from kohaku_assets.assets.indexes import INDEXES
 from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
 from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
 from kohaku_assets.resources import KohakuSettings, lake_path
+from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import CONFIG_VERSION, QAConfig
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
-from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
+from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.models import ModelPool
 
@@ -109,6 +110,7 @@ def _failure(exc: st.QuestionsFailed, **metadata: Any) -> Failure:
     code_version=str(CONFIG_VERSION),
     description="The config's WattBot-format question file (its path is part of the config).",
 )
+@lake_writer
 def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     cfg = partition_config(settings, context.partition_key)
     questions = load_questions(cfg.questions)
@@ -135,6 +137,7 @@ def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
     description="Planned queries and retrieved context per question, stored by retrieval hash "
     "(the config's retrieval settings, its question file and the index it searched).",
 )
+@lake_writer
 def retrievals(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
@@ -143,8 +146,9 @@ def retrievals(
     path = st.retrieval_path(lake, keys.retrieval)
     questions = load_questions(cfg.questions)
     # A stored table is reused; its failed questions (a planner outage) are retrieved again.
-    stored_errors = st.retrieval_errors(path) if path.exists() else {}
-    todo = questions if not path.exists() else [q for q in questions if q.id in stored_errors]
+    stored = is_stored(path)  # an unreadable table is missing: computed again
+    stored_errors = st.retrieval_errors(path) if stored else {}
+    todo = questions if not stored else [q for q in questions if q.id in stored_errors]
     reused = not todo
     planner_calls = planner_hits = 0
     if todo:
@@ -184,6 +188,7 @@ def retrievals(
     code_version=str(CONFIG_VERSION),
     description="Answers of runs 0..m-1 (seed = run), stored per run by generation hash.",
 )
+@lake_writer
 def predictions(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
@@ -265,13 +270,14 @@ def predictions(
         ),
     ],
 )
+@lake_writer
 def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     path = st.ensemble_path(lake, keys.ensemble)
     # Stored runs can be repaired (failed rows asked again) under the same key: an ensemble
     # is reused only when voted from the run files as they are now.
     fingerprint = st.runs_fingerprint(lake, keys.prediction, cfg.voting.runs)
-    reused = path.exists() and parquet_metadata(path).get("runs_fingerprint") == fingerprint
+    reused = is_stored(path) and parquet_metadata(path).get("runs_fingerprint") == fingerprint
     if not reused:
         runs = [st.read_run(lake, keys.prediction, r) for r in range(cfg.voting.runs)]
         failed = {p.question_id: p.error for run in runs for p in run if p.error}
@@ -309,6 +315,7 @@ def ensembles(context: AssetExecutionContext, settings: KohakuSettings) -> Mater
         check_spec("scores_in_range", "scores", "The final, value, ref and NA scores are each within [0, 1].", configs)
     ],
 )
+@lake_writer
 def scores(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     questions = load_questions(cfg.questions)
@@ -357,6 +364,7 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     description=f"The ensemble as a WattBot submission CSV: `{lake_path('qa', 'submissions')}/CONFIG.csv` "
     "(CONFIG: the partition).",
 )
+@lake_writer
 def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake, cfg, keys = _partition(settings, context)
     name = context.partition_key

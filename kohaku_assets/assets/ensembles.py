@@ -21,6 +21,7 @@ from dagster import (
 from kohaku_assets.assets.answering import ensembles
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, ensemble_specs
 from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import spec_of
 from kohaku_rag.answering.cross_ensemble import gather, members_of, vote_spec
@@ -38,6 +39,7 @@ from kohaku_rag.evaluation.wattbot_csv import load_questions
     deps=[AssetDep(ensembles, partition_mapping=AllPartitionMapping())],
     description="One vote over the runs (or ensembles) of the configs an ensemble spec names, and its score.",
 )
+@lake_writer
 def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     name, lake = context.partition_key, settings.lake

@@ -26,6 +26,7 @@ from dagster import (
 from kohaku_assets.assets.documents import index_rows
 from kohaku_assets.partitions import INDEXING_GROUP, INDEXING_TAGS, OWNERS, check_spec, documents
 from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
@@ -116,6 +117,7 @@ INDEX_DESCRIPTION = (
         )
     ],
 )
+@lake_writer
 def vector_index(
     context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
 ) -> MaterializeResult:
@@ -138,6 +140,8 @@ def vector_index(
             "upserted": len(stats.upserted),
             "deleted": MetadataValue.json(stats.deleted),
             "unchanged": stats.unchanged,
+            # Why the store was rebuilt from every document's rows ("" when updated in place).
+            "rebuilt": stats.rebuilt,
             **{f"vectors/{k}": v for k, v in counts.items()},
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(lake.vectors_path)),
@@ -165,6 +169,7 @@ def vector_index(
     automation_condition=ASSEMBLE_WHEN,
     description="BM25 over paragraph texts (with titles)." + INDEX_DESCRIPTION,
 )
+@lake_writer
 def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     stats = assembly.assemble_bm25(settings.lake, _registered(context))
@@ -192,6 +197,7 @@ def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     "built-in units, the corpus's expansions.csv) and the documents' metadata (authors, year, title) "
     "for HERO's query expansion and metadata boost." + INDEX_DESCRIPTION,
 )
+@lake_writer
 def search_aids_index(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     started = time.perf_counter()
     stats = search_aids.assemble_search_aids(settings.lake, _registered(context), settings.corpus)

@@ -8,6 +8,7 @@ from kohaku_assets.assets.ensembles import cross_ensemble
 from kohaku_assets.assets.indexes import after_deps_update
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS
 from kohaku_assets.resources import KohakuSettings, lake_path
+from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
 from kohaku_rag.lake import Lake, write_parquet_atomic
@@ -30,6 +31,7 @@ REFRESH_WHEN = after_deps_update("refresh after any score update")
     "index its answers were retrieved from (the `vector_index` data version). Up to date when "
     "refreshed after the latest scores and cross-config ensembles (automation condition, sensor on).",
 )
+@lake_writer
 def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     rows = leaderboard_rows(settings.lake)
     # Rows list the answers stored under the current index (their keys include it), so this

@@ -6,7 +6,6 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,15 +16,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from kohaku_assets.cli import config as config_cli
+from kohaku_assets.cli import doctor as doctor_cli
 from kohaku_assets.cli import experiments as experiments_cli
 from kohaku_assets.cli import explain as explain_cli
 from kohaku_assets.cli import score as score_cli
+from kohaku_assets.cli import serve as serve_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
+from kohaku_assets.cli.supervise import supervise
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
 from kohaku_rag.answering.qa_config import load_qa_config
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.indexing.corpus import check_corpus_folder
 from kohaku_rag.progress import listening
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.samples import write_sample_corpus
@@ -42,11 +45,14 @@ def _settings(args: argparse.Namespace) -> KohakuSettings:
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    check_corpus_folder(settings.corpus)  # before the lake is created: a typo'd path leaves nothing
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     # `kohaku demo` comes through here too, without the index-only flags.
     retry, verbose = getattr(args, "retry_failed", False), getattr(args, "verbose", False)
     with download_bar(enabled=not args.json):
-        report = run_index(settings, progress=say, retry_failed=retry, verbose=verbose)
+        report = run_index(
+            settings, progress=say, retry_failed=retry, verbose=verbose, wait=not getattr(args, "no_wait", False)
+        )
     if args.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -127,7 +133,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     print(f"Dagster UI (webserver and daemon) on http://{args.host}:{args.port} for the lake {settings.lake.root}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"  listening on {args.host}: anyone who can reach this address can launch runs", file=sys.stderr)
-    return subprocess.call(cmd, env=env)
+    return supervise(cmd, env)  # SIGTERM/Ctrl-C stop the webserver, daemon and code servers too
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -192,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--verbose", action="store_true", help="print the traceback of each failure")
     p.add_argument(
+        "--no-wait", action="store_true", help="exit (status 2) instead of waiting when another process writes the lake"
+    )
+    p.add_argument(
         "--follow-links", action="store_true", help="index symbolic links that lead outside the corpus folder"
     )
     p.set_defaults(func=cmd_index)
@@ -226,8 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_parsers(sub, common, _settings)
     config_cli.add_parser(sub, common, _settings)
     explain_cli.add_parser(sub, common, _settings)
+    doctor_cli.add_parser(sub, common, _settings)
     experiments_cli.add_parser(sub, common, _settings)
     score_cli.add_parser(sub)
+    serve_cli.add_parser(sub, common, _settings)
     return parser
 
 

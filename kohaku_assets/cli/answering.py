@@ -31,6 +31,7 @@ from kohaku_rag.evaluation.metrics import METRICS
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions, write_submission_csv
 from kohaku_rag.experiments.cost import estimate
+from kohaku_rag.lake_lock import hold_lake
 
 Say = Callable[[str], None]
 
@@ -185,4 +186,20 @@ def add_parsers(
         help="score with this metric (default: the config's [scoring] metric)",
     )
     p.add_argument("--json", action="store_true", help="progress to stderr; stdout is the JSON summary")
-    p.set_defaults(func=lambda a: cmd_eval(a, settings_of(a)))
+    p.add_argument(
+        "--no-wait", action="store_true", help="exit (status 2) instead of waiting when another process writes the lake"
+    )
+    p.set_defaults(func=lambda a: _holding_lake(a, settings_of(a), cmd_eval))
+
+
+def _holding_lake(
+    args: argparse.Namespace, settings: KohakuSettings, cmd: Callable[[argparse.Namespace, KohakuSettings], int]
+) -> int:
+    """Run a command that writes the answering tables under the lake's writer lock, so a
+    re-index can't change the index between its retrievals and its answers."""
+    with hold_lake(settings.lake.root, f"kohaku {args.command}", wait=not args.no_wait, say=_stderr):
+        return cmd(args, settings)
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)

@@ -19,6 +19,7 @@ from typing import Any
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.qa_config import QAConfig, config_to_mapping, dump_toml, load_qa_config
+from kohaku_rag.http_retry import redact_urls
 
 
 def resolve(settings: KohakuSettings, name: str) -> QAConfig:
@@ -29,11 +30,12 @@ def resolve(settings: KohakuSettings, name: str) -> QAConfig:
 
 
 def resolved(cfg: QAConfig) -> QAConfig:
-    """The same config with the defaults that depend on other settings written out."""
+    """The same config with the defaults that depend on other settings written out, and the
+    credentials written into its URLs redacted (what is printed)."""
     search = cfg.retrieval.search
     if search.alpha is None and search.rerank in ("combined", "combined_max"):
         search = dataclasses.replace(search, alpha=search.effective_alpha)
-    return dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, search=search))
+    return redact_urls(dataclasses.replace(cfg, retrieval=dataclasses.replace(cfg.retrieval, search=search)))
 
 
 def show_text(cfg: QAConfig) -> str:

@@ -590,7 +590,7 @@ def answer_runs(
         if level not in level_items:
             try:
                 level_items[level] = searcher.search(queries, deepen(search_cfg, level))
-            except RetriesExhausted as exc:  # a search's LLM (diverse rerank) is down: a failure
+            except BackendError as exc:  # a search's LLM (diverse rerank) or reranker failed: a failure
                 for run in pending:
                     run.error = f"{type(exc).__name__}: {exc}"
                 break
@@ -648,14 +648,35 @@ def answer_question(
     seed: int = 0,
     images: ImageLoader | None = None,
     planner_chat: ChatModel | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Prediction:
     """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all
-    of it). `planner_chat` writes the queries when the config names a planner_model."""
+    of it). `planner_chat` writes the queries when the config names a planner_model.
+    `progress` hears each stage as it starts: "planning", "retrieving", "answering"."""
+    say = progress or (lambda _stage: None)
     started = time.perf_counter()
+    say("planning")
     queries = plan_for(question, planner_chat or chat, cfg)
     searcher = answering_searcher(retriever, cfg.retrieval, planner_chat or chat)
+    if progress is not None:
+        searcher = _ReportingSearcher(searcher, progress)
     (prediction,) = answer_runs(question, queries, searcher, chat, cfg, [seed], images=images)
     return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class _ReportingSearcher:
+    """A searcher that says "retrieving" before each search and "answering" after it (each
+    search of an answer run, a deeper retry's included, is followed by an answer call)."""
+
+    inner: Searcher
+    progress: Callable[[str], None]
+
+    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
+        self.progress("retrieving")
+        items = self.inner.search(queries, cfg)
+        self.progress("answering")
+        return items
 
 
 def _one_line(text: str) -> str:

@@ -16,7 +16,7 @@ from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.lake import Lake, parquet_metadata
+from kohaku_rag.lake import Lake, is_stored, parquet_metadata
 
 
 def members_of(lake: Lake, name: str, spec: EnsembleSpec) -> dict[str, QAConfig]:
@@ -56,7 +56,7 @@ def gather(lake: Lake, name: str, spec: EnsembleSpec, members: dict[str, QAConfi
             member_keys[member] = f"{keys.prediction}:{cfg.voting.runs}:{fingerprint}"
         else:
             path = st.ensemble_path(lake, keys.ensemble)
-            if not path.exists():
+            if not is_stored(path):
                 raise MissingPredictions(f"ensemble {name}: config {member} has no stored ensemble; {hint}")
             voters.append(st.read_answers(path))
             # The runs it was voted from too: a member's ensemble re-voted after repair is new.
@@ -67,7 +67,7 @@ def gather(lake: Lake, name: str, spec: EnsembleSpec, members: dict[str, QAConfi
 def vote_spec(lake: Lake, spec: EnsembleSpec, pool: Pool) -> tuple[dict[str, Answer], bool]:
     """The pool's voted answers (stored under the pool's key) and whether they were reused."""
     path = st.ensemble_path(lake, pool.key)
-    reused = path.exists()
+    reused = is_stored(path)
     if not reused:
         answers = st.vote_pool(pool.voters, spec.mode, spec.ignore_blank, spec.tiebreak)
         st.write_rows(st.answer_rows(answers), path, {"spec_hash": spec.spec_hash})

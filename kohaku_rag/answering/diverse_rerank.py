@@ -31,9 +31,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kohaku_rag.answering.qa_config import RetrievalPart
-from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
-from kohaku_rag.llm.base import extract_json, loads_json
+from kohaku_rag.llm.base import UnusableReply, extract_json, loads_json
 from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
 from kohaku_rag.retrieval.rerankers import EmbeddingReranker, Reranker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -146,11 +145,11 @@ def knowledge_sets(question: str, passages: Sequence[str], chat: ChatModel, max_
             return KnowledgeSets((), (), fallback=True)
         reply = chat.complete(summarise_request(question, list(needed), list(covered)))
         summary = _elements(reply.text, ("first", "second"))
-    except RetriesExhausted:
-        raise  # the endpoint is down: a failed retrieval, asked again next run
-    except BackendError as exc:
+    except UnusableReply as exc:  # the model answered, unusably: asking again gives the same
         log.warning("diverse rerank: no knowledge sets (%s); the initial rerank stands", exc)
         return KnowledgeSets((), (), fallback=True)
+    # Any other error (the endpoint down, a 401) is a failed call: it propagates, and the
+    # question's retrieval is stored as failed and asked again next run.
     if summary is None or not (summary["first"] or summary["second"]):
         return KnowledgeSets((), (), fallback=True)
     return KnowledgeSets(tuple(summary["first"]), tuple(summary["second"]))

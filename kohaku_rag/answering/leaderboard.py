@@ -27,14 +27,14 @@ from kohaku_rag.evaluation.metrics import ScoredRow, summarise
 from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer
 from kohaku_rag.evaluation.run_stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.evaluation.wattbot_csv import load_questions, load_ref_urls
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake import Lake, is_stored
 
 
 def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:
     """The chosen metric's components of a stored score table, reference precision/recall/F1,
     the false-answer rate on unanswerable questions and the per-flag wrong-rates (JSON
     text); None when nothing was scored."""
-    if not path.exists() or pq.read_metadata(path).num_rows == 0:
+    if not is_stored(path) or pq.read_metadata(path).num_rows == 0:
         return None
     table = pq.read_table(path).to_pylist()
     report = summarise(metric, [ScoredRow.from_dict(r) for r in table])
@@ -75,7 +75,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
         preds = [
             p
             for r in range(cfg.voting.runs)
-            if st.run_path(lake, keys.prediction, r).exists()
+            if is_stored(st.run_path(lake, keys.prediction, r))
             for p in st.read_run(lake, keys.prediction, r)
         ]
         rows.append(
@@ -100,7 +100,7 @@ def config_rows(lake: Lake) -> list[dict[str, Any]]:
                 "retrieval_hash": cfg.retrieval_hash,
                 "generation_hash": cfg.generation_hash,
                 "voting_hash": cfg.voting_hash,
-                "config_json": json.dumps(cfg.as_dict(), default=str),
+                "config_json": json.dumps(cfg.stored_dict(), default=str),
             }
         )
     return rows
@@ -170,7 +170,7 @@ def _cost(preds: list[Prediction]) -> dict[str, Any]:
 
 def _breakdown(path: Path) -> dict[str, Any]:
     """Accuracy per question type and the error taxonomy, as JSON text columns."""
-    rows = pq.read_table(path).to_pylist() if path.exists() else []
+    rows = pq.read_table(path).to_pylist() if is_stored(path) else []
     errors = Counter(str(r["error_type"]) for r in rows)
     return {
         "type_accuracy": json.dumps(st.per_type_accuracy(rows)) if rows else "{}",
@@ -181,7 +181,7 @@ def _breakdown(path: Path) -> dict[str, Any]:
 def question_scores(lake: Lake, score_key: str) -> dict[str, float]:
     """question id -> its WattBot score in a stored score table."""
     path = st.score_path(lake, score_key)
-    if not path.exists() or pq.read_metadata(path).num_rows == 0:
+    if not is_stored(path) or pq.read_metadata(path).num_rows == 0:
         return {}
     return {r["id"]: float(r["total"]) for r in pq.read_table(path, columns=["id", "total"]).to_pylist()}
 

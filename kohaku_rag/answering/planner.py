@@ -3,15 +3,16 @@
 The reply is constrained to a JSON object `{"queries": [...]}` by a schema. The original
 question is always the first query, so a poor plan can add recall but never lose the
 question's own hits; a reply that is not the expected JSON falls back to the question alone.
+A failed call (the endpoint down, a 401, any error) is not a plan: it raises, and the
+question's retrieval is stored as failed and planned again by the next run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
-from kohaku_rag.llm.base import extract_json, loads_json
+from kohaku_rag.llm.base import UnusableReply, extract_json, loads_json
 
 # The planner prompt as of this number: bump it when it changes (stored retrievals are keyed by it).
 PLAN_FORMAT = 2
@@ -91,10 +92,9 @@ def plan_queries(question: str, chat: ChatModel, max_queries: int) -> Plan:
         return Plan((question,), fallback=False)
     try:
         result = chat.complete(plan_request(question, max_queries))
-    except RetriesExhausted:
-        raise  # the endpoint is down: a failed plan, not a plan (the caller retries later)
-    except BackendError:
-        # A failed plan costs recall, not the answer: search with the question alone.
+    except UnusableReply:
+        # The model answered, unusably (asking again gives the same): search with the question
+        # alone. Any other error is a failed call, not a plan: the caller stores it as failed.
         return Plan((question,), fallback=True)
     queries, fallback = parse_plan(question, result.text, max_queries)
     return Plan(queries, fallback, result.prompt_tokens, result.completion_tokens, result.seconds)

@@ -19,12 +19,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from kohaku_rag.answering.planner import PLAN_FORMAT
 from kohaku_rag.config_files import (
     CONFIG_SUFFIXES,
     ConfigKeyError,
+    Range,
     from_mapping,
     locate,
     read_config_data,
@@ -32,6 +33,7 @@ from kohaku_rag.config_files import (
 )
 from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, METRICS, Metric
 from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
+from kohaku_rag.http_retry import redact_urls
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -48,6 +50,8 @@ STAGE_FORMAT = 1
 # The diverse rerank's prompts (diverse_rerank.py) as of this number; hashed only when on.
 DIVERSE_FORMAT = 1
 ROUTINGS = ("off", "question_type")
+TEMPERATURE = Range(0.0, 2.0)
+UNITS = Range(1, 4096)  # context units in a prompt (the retrieval's MAX_HITS)
 
 
 def default_questions() -> str:
@@ -63,7 +67,7 @@ def default_questions() -> str:
 class RetrievalPart:
     # The paper's planner: the LLM writes up to n search queries; the question is always one.
     use_planner: bool = True
-    planner_max_queries: int = 3
+    planner_max_queries: Annotated[int, Range(1, 20)] = 3
     # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
     planner_model: LLMSpec | None = None
     # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
@@ -83,9 +87,9 @@ class RetrievalPart:
     # alone keeps evidence recall @4K at 0.806 with bm25, 0.613 with embedding (0.839 before).
     # "cross_encoder": the `[retrieval.reranker]` spec (a hosted /rerank endpoint, the LLM).
     diverse_reranker: Literal["bm25", "embedding", "cross_encoder"] = "bm25"
-    diverse_candidates: int = 30
-    diverse_n_know: int = 5
-    diverse_passage_chars: int = 1000
+    diverse_candidates: Annotated[int, Range(1, 1000)] = 30
+    diverse_n_know: Annotated[int, Range(1, 100)] = 5
+    diverse_passage_chars: Annotated[int, Range(100, 100_000)] = 1000
 
     def __post_init__(self) -> None:
         if self.planner_max_queries < 1:
@@ -109,16 +113,16 @@ class GenerationPart:
     llm: LLMSpec = field(default_factory=LLMSpec)
     # Above 0 so ensemble runs (which differ only by seed) can disagree; low enough that a
     # single run stays close to greedy.
-    temperature: float = 0.3
-    max_tokens: int = 320
+    temperature: Annotated[float, TEMPERATURE] = 0.3
+    max_tokens: Annotated[int, Range(1, 131_072)] = 320
     use_reordered_prompt: bool = True  # context before the question (the paper's finding)
     # Head each snippet with its document title and section heading (from the tree).
     snippet_titles: bool = False
     # Send the images of the top img_k figure snippets with the prompt (a vision model over
     # an OpenAI-compatible endpoint; the bundled model reads text only).
-    img_k: int = 0
+    img_k: Annotated[int, Range(0, 64)] = 0
     # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
-    max_retries: int = 2
+    max_retries: Annotated[int, Range(0, 20)] = 2
     # The reply first copies one context sentence verbatim (the schema offers the context's
     # sentences): for "true_false" questions only, "all" questions, or "off".
     quote_evidence: Literal["off", "true_false", "all"] = "true_false"
@@ -128,7 +132,7 @@ class GenerationPart:
     # almost every statement on the context's topic true; its probabilities still rank the
     # supported ones higher. The margin was chosen on train_QA's statements.
     true_false_verdict: Literal["probability", "reply"] = "probability"
-    true_false_margin: float = 1.5
+    true_false_margin: Annotated[float, Range(-100.0, 100.0)] = 1.5
     # Each reply's confidence from the model's token probabilities (the mean probability of
     # its tokens, Answer.confidence), which the vote's highest_confidence tiebreak reads.
     reply_confidence: bool = False
@@ -140,9 +144,9 @@ class GenerationPart:
     # after an abstention relaxed (stage2_k units, or the type's, from the deeper search;
     # an answer inferred from partial evidence is allowed). Needs max_retries >= 1.
     two_stage: bool = False
-    stage1_temperature: float = 0.1
-    stage1_k: int = 3
-    stage2_k: int = 10
+    stage1_temperature: Annotated[float, TEMPERATURE] = 0.1
+    stage1_k: Annotated[int, UNITS] = 3
+    stage2_k: Annotated[int, UNITS] = 10
     # Which documents an answer cites: "reply", every document the reply lists; "source",
     # one: the first listed whose snippets state the answer's value or hold its quoted
     # evidence sentence, else the first listed. WattBot's gold names one document for 37 of
@@ -184,7 +188,8 @@ class GenerationPart:
 
 @dataclass(frozen=True)
 class VotingPart:
-    runs: int = 1
+    # Each run asks every question once more: 100 runs of 300 questions is 30,000 LLM calls.
+    runs: Annotated[int, Range(1, 100)] = 1
     mode: VoteMode = "answer_priority"
     ignore_blank: bool = True
     tiebreak: Tiebreak = "first"
@@ -227,18 +232,21 @@ class QAConfig:
 
     @property
     def retrieval_hash(self) -> str:
-        retrieval = hashed_fields(self.retrieval)
-        retrieval["search"] = hashed_fields(self.retrieval.search)
-        payload: dict[str, Any] = {"questions": self.questions, "retrieval": retrieval}
-        if self.retrieval.uses_llm:
+        # Hashed without the credentials written into URLs (as stored): a new key for the same
+        # endpoint reuses what the old one computed, and no hash is made from a secret.
+        cfg = redact_urls(self)
+        retrieval = hashed_fields(cfg.retrieval)
+        retrieval["search"] = hashed_fields(cfg.retrieval.search)
+        payload: dict[str, Any] = {"questions": cfg.questions, "retrieval": retrieval}
+        if cfg.retrieval.uses_llm:
             # The planner's queries depend on which model writes them, not on how it is reached.
-            llm = self.planner_llm
+            llm = cfg.planner_llm
             payload["planner_llm"] = [llm.backend, llm.model, llm.base_url, llm.n_ctx]
-        if self.retrieval.use_planner:
+        if cfg.retrieval.use_planner:
             payload["plan_format"] = PLAN_FORMAT
-        if self.retrieval.diverse_rerank:
+        if cfg.retrieval.diverse_rerank:
             payload["diverse_format"] = DIVERSE_FORMAT
-        if self.retrieval.content_routing != "off":
+        if cfg.retrieval.content_routing != "off":
             payload["stage_format"] = STAGE_FORMAT
         payload["retrieval"].pop("planner_model", None)
         reranker = payload["retrieval"]["search"].get("reranker")
@@ -253,7 +261,7 @@ class QAConfig:
 
     @property
     def generation_hash(self) -> str:
-        gen = hashed_fields(self.generation)
+        gen = hashed_fields(redact_urls(self.generation))  # as retrieval_hash: no credential
         # Concurrency, timeouts and retries change throughput, never a reply.
         for key in ("max_concurrent", "n_threads", "timeout", "max_retries"):
             gen["llm"].pop(key, None)
@@ -268,6 +276,10 @@ class QAConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def stored_dict(self) -> dict[str, Any]:
+        """`as_dict` with the credentials in URLs redacted: what a table or a report may hold."""
+        return dataclasses.asdict(redact_urls(self))
 
 
 # Keys added after configs and their stored tables existed, per config part, each with the

@@ -40,14 +40,14 @@ from kohaku_rag.answering.diverse_rerank import answering_searcher
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.config_files import stable_hash
-from kohaku_rag.errors import KohakuError, RetriesExhausted
+from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, MetricReport, check_metric, score_with
 from kohaku_rag.evaluation.normalise import parse_value
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.vote import vote
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
-from kohaku_rag.lake import Lake, write_parquet_atomic
+from kohaku_rag.lake import Lake, is_stored, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.progress import Ticker
 from kohaku_rag.retrieval.retriever import ContextItem
@@ -131,7 +131,7 @@ def debug_rows(preds: Sequence[Prediction]) -> list[dict[str, Any]]:
 
 def read_debug(lake: Lake, key: str, run: int) -> list[dict[str, Any]]:
     path = debug_path(lake, key, run)
-    return pq.read_table(path).to_pylist() if path.exists() else []
+    return pq.read_table(path).to_pylist() if is_stored(path) else []
 
 
 def score_path(lake: Lake, key: str) -> Path:
@@ -194,8 +194,9 @@ def compute_retrievals(
         try:
             queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
             items = searcher.search(queries, search_config(q, cfg.retrieval))
-        # The planner's, a hosted reranker's or the diverse rerank's endpoint is down.
-        except RetriesExhausted as exc:
+        # The planner's, a hosted reranker's or the diverse rerank's call failed (the endpoint
+        # is down, or refused the request: a 401): a failure, retrieved again by the next run.
+        except BackendError as exc:
             error = f"{type(exc).__name__}: {exc}"
             return {"id": q.id, "queries": [], "context": "[]", "seconds": 0.0, "error": error}, 0
         return {
@@ -226,7 +227,7 @@ def retrieval_errors(path: Path) -> dict[str, str]:
 
 def merge_rows(path: Path, fresh: Sequence[dict[str, Any]], order: Sequence[str]) -> list[dict[str, Any]]:
     """A stored table's rows with `fresh` rows in place of the ones they redo, in `order`."""
-    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if path.exists() else {}
+    by_id = {row["id"]: row for row in pq.read_table(path).to_pylist()} if is_stored(path) else {}
     by_id.update((row["id"], row) for row in fresh)
     return [by_id[q] for q in order if q in by_id]
 
@@ -251,7 +252,7 @@ def read_retrievals(path: Path) -> dict[str, Retrieved]:
 
 def missing_runs(lake: Lake, key: str, runs: int) -> list[int]:
     """The runs not stored, or stored with failed rows (both must be (re)computed)."""
-    return [r for r in range(runs) if not run_path(lake, key, r).exists() or failed_ids(read_run(lake, key, r))]
+    return [r for r in range(runs) if not is_stored(run_path(lake, key, r)) or failed_ids(read_run(lake, key, r))]
 
 
 def failed_ids(run: Sequence[Prediction]) -> list[str]:
@@ -263,7 +264,7 @@ def pending_questions(lake: Lake, key: str, runs: int, question_ids: Sequence[st
     (or absent) ones of a stored run; runs with nothing to do are left out."""
     out: dict[int, list[str]] = {}
     for r in range(runs):
-        if not run_path(lake, key, r).exists():
+        if not is_stored(run_path(lake, key, r)):
             out[r] = list(question_ids)
             continue
         good = {p.question_id for p in read_run(lake, key, r) if not p.error}

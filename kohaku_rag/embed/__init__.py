@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
+from kohaku_rag.config_files import Range
 from kohaku_rag.embed.base import Embedder, ImageEmbedder, Role, image_embedder, l2_normalise
 from kohaku_rag.embed.cache import CachedEmbedder
 
@@ -46,9 +47,9 @@ class EmbedderSpec:
     backend: Backend = "minilm"
     model: str | None = None
     base_url: str | None = None
-    dimensions: int | None = None
+    dimensions: Annotated[int, Range(1, 65_536)] | None = None
     api_key_env: str | None = None
-    batch_size: int = 64
+    batch_size: Annotated[int, Range(1, 4096)] = 64
 
     def __post_init__(self) -> None:
         if self.backend not in get_args(Backend):

@@ -229,7 +229,7 @@ class HostedEmbedder(ABC):
         )
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(url={self._client.url!r}, model={self.model!r})"
+        return f"{type(self).__name__}(url={safe_url(self._client.url)!r}, model={self.model!r})"
 
     @abstractmethod
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:

@@ -22,6 +22,7 @@ import numpy as np
 
 from kohaku_rag.embed.base import Role, check_images, check_texts
 from kohaku_rag.embed.http import HostedEmbedder
+from kohaku_rag.http_retry import redact_url
 
 JINA_BASE_URL = "https://api.jina.ai"
 V4_PREFIX = "jina-embeddings-v4"
@@ -99,7 +100,8 @@ class JinaEmbedder(HostedEmbedder):
     @property
     def model_id(self) -> str:
         tasks = f"{self.tasks['passage']}/{self.tasks['query']}"
-        return f"jina:{self.model}:tasks={tasks}:dim={self.dimensions or 'native'}@{self._client.url}"
+        # Recorded in the index: the endpoint without its credentials.
+        return f"jina:{self.model}:tasks={tasks}:dim={self.dimensions or 'native'}@{redact_url(self._client.url)}"
 
     @property
     def embeds_images(self) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 
 from kohaku_rag.embed.base import Role, check_texts
 from kohaku_rag.embed.http import HostedEmbedder
+from kohaku_rag.http_retry import redact_url
 
 OPENAI_BASE_URL = "https://api.openai.com"
 
@@ -53,7 +54,7 @@ class OpenAIEmbedder(HostedEmbedder):
         # The endpoint is part of it: two servers may serve one model name at different
         # quantisations, and their vectors must not share cache entries.
         width = self.dimensions or "native"
-        return f"openai:{self.model}:dim={width}@{self._client.url}"
+        return f"openai:{self.model}:dim={width}@{redact_url(self._client.url)}"  # recorded in the index
 
     def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
         texts = check_texts(texts, role)

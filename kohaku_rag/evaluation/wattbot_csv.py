@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -49,11 +50,15 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
         raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except FileNotFoundError as exc:
         raise ValueError(f"{path}: question file not found") from exc
+    except OSError as exc:  # a folder, a file without read permission
+        raise ValueError(f"{path}: cannot read the question file: {exc.strerror or type(exc).__name__}") from exc
+    except csv.Error as exc:  # a NUL byte, a field past the csv module's limit: not a CSV file
+        raise ValueError(f"{path}: not a CSV question file ({exc})") from exc
 
     required = _REQUIRED_QUESTION_COLUMNS if require_unit else ("id", "question")
     missing = [c for c in required if c not in header]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; header is {list(header)}")
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; {_describe_header(list(header))}")
 
     flag_columns = [c for c in FLAG_COLUMNS if c in header]
     questions: list[Question] = []
@@ -79,6 +84,17 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
             )
         )
     return questions
+
+
+# What a column name looks like. A first line that is not made of them is not shown: the
+# file may be anything (`--questions /etc/passwd`, a .env file), and an error never prints it.
+_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_ .-]{0,63}$")
+
+
+def _describe_header(header: list[str]) -> str:
+    if len(header) >= 2 and all(_COLUMN.match(name.strip()) for name in header):
+        return f"header is {header}"
+    return "its first line is not a CSV header of column names (not shown); is it a WattBot question file?"
 
 
 def _flags_of(path: Path, line_no: int, row: dict[str, str], columns: Sequence[str]) -> tuple[str, ...]:
@@ -114,9 +130,13 @@ def load_submission(csv_path: str | Path) -> dict[str, Answer]:
         raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except FileNotFoundError as exc:
         raise ValueError(f"{path}: submission file not found") from exc
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the submission file: {exc.strerror or type(exc).__name__}") from exc
+    except csv.Error as exc:
+        raise ValueError(f"{path}: not a CSV submission file ({exc})") from exc
     missing = [c for c in _REQUIRED_SUBMISSION_COLUMNS if c not in header]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; header is {header}")
+        raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; {_describe_header(header)}")
     out: dict[str, Answer] = {}
     for line_no, row in enumerate(rows, start=2):
         if None in row:

@@ -23,13 +23,15 @@ from kohaku_rag.indexing.index_config import recorded_index_config
 from kohaku_rag.indexing.search_aids import search_aids_behind
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source, stored_version
 from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
+from kohaku_rag.lake_lock import hold_lake
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index, tokenize
 from kohaku_rag.stores.vectors import (
     DocumentUpsert,
     IndexMismatchError,
     VectorStore,
+    check_store,
     remove_store,
-    stored_document_versions,
+    replace_store,
     stored_search_mode,
 )
 
@@ -40,39 +42,76 @@ class AssemblyStats:
     deleted: list[str]
     unchanged: int
     documents: int
+    rebuilt: str = ""  # why the store was rebuilt from every document's rows ("" when updated in place)
 
 
 def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id: str) -> AssemblyStats:
-    """Bring the sqlite-vec index in line with the per-document rows: upsert documents
-    whose version changed, delete those that left, all in one transaction. A store built
-    by another embedder is rebuilt from scratch (its vectors cannot be mixed with these)."""
+    """Bring the sqlite-vec index in line with the per-document rows.
 
-    wanted = _wanted(lake, doc_ids)
-    search = _vector_search(lake)
+    A healthy store is updated in place, in one transaction (documents whose version
+    changed are upserted, those that left deleted): readers see the old index or the new.
+    A store that is absent, unreadable, of another schema, built by another embedder or
+    with rows changed behind its back is rebuilt from every document's stored rows into a file
+    beside it, swapped in when complete: a kill mid-build leaves the old file (or none),
+    never a half-filled index.
+    """
+    with hold_lake(lake.root, "index assembly"):
+        wanted = _wanted(lake, doc_ids)
+        search = _vector_search(lake)
+        health = check_store(lake.vectors_path)
+        problem = health.problem or _damage(health.damaged) or _mismatch(lake.vectors_path, dim, model_id)
+        if problem:
+            _build_beside(lake, wanted, dim, model_id, search)
+            return AssemblyStats(sorted(wanted), [], 0, len(wanted), rebuilt=problem)
+        with VectorStore(lake.vectors_path, dim, model_id=model_id, search=search) as store:
+            have = store.document_versions()
+            deletes = sorted(set(have) - set(wanted))
+            changed = sorted(d for d, v in wanted.items() if have.get(d) != v)
+            store.apply_changes(_upserts(lake, wanted, changed), deletes)
+        return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
+
+
+def _damage(damaged: tuple[str, ...]) -> str:
+    """Rows changed behind the store's back: its vector rows may be orphaned too, so the
+    store is rebuilt rather than patched."""
+    if not damaged:
+        return ""
+    shown = ", ".join(damaged[:5]) + (", ..." if len(damaged) > 5 else "")
+    return f"the rows of {len(damaged)} document(s) differ from what the store recorded ({shown})"
+
+
+def _mismatch(path: Path, dim: int, model_id: str) -> str:
+    """Why a readable store cannot take these vectors ("" when it can)."""
     try:
-        VectorStore(lake.vectors_path, dim, model_id=model_id).close()
-    except IndexMismatchError:
-        remove_store(lake.vectors_path)
-    with VectorStore(lake.vectors_path, dim, model_id=model_id, search=search) as store:
-        have = store.document_versions()
-        deletes = sorted(set(have) - set(wanted))
-        changed = sorted(d for d, v in wanted.items() if have.get(d) != v)
+        VectorStore(path, dim, model_id=model_id, create=False).close()
+    except IndexMismatchError as exc:
+        return str(exc).split(": ", 1)[-1].split(";")[0]
+    return ""
 
-        def upserts() -> Iterable[DocumentUpsert]:
-            for doc_id in changed:
-                table = pq.read_table(lake.table(INDEX_ROWS, doc_id))
-                source = read_source(lake, doc_id)
-                yield DocumentUpsert(
-                    doc_id,
-                    wanted[doc_id],
-                    table.drop_columns(["vector", "search_text"]),
-                    _row_vectors(table),
-                    source["title"],
-                    source["url"],
-                )
 
-        store.apply_changes(upserts(), deletes)
-    return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
+def _build_beside(lake: Lake, wanted: dict[str, str], dim: int, model_id: str, search: str) -> None:
+    built = lake.index_dir / f".{lake.vectors_path.name}.building"
+    remove_store(built)  # what a killed build left
+    try:
+        with VectorStore(built, dim, model_id=model_id, search=search) as store:
+            store.apply_changes(_upserts(lake, wanted, sorted(wanted)), [])
+        replace_store(built, lake.vectors_path)
+    finally:
+        remove_store(built)
+
+
+def _upserts(lake: Lake, wanted: dict[str, str], doc_ids: list[str]) -> Iterable[DocumentUpsert]:
+    for doc_id in doc_ids:
+        table = pq.read_table(lake.table(INDEX_ROWS, doc_id))
+        source = read_source(lake, doc_id)
+        yield DocumentUpsert(
+            doc_id,
+            wanted[doc_id],
+            table.drop_columns(["vector", "search_text"]),
+            _row_vectors(table),
+            source["title"],
+            source["url"],
+        )
 
 
 def _vector_search(lake: Lake) -> str:
@@ -109,14 +148,14 @@ def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> BM25Stats:
     rows: list[tuple[str, str, list[str]]] = []
     tokenized: list[str] = []
     versions: dict[str, str] = {}
-    for doc_id, version in _wanted(lake, doc_ids).items():
-        doc_rows, fresh = _bm25_rows(lake, doc_id, version)
-        rows += doc_rows
-        versions[doc_id] = _bm25_version(version)
-        if fresh:
-            tokenized.append(doc_id)
-    index = BM25Index.build(rows)
-    index.save(lake.bm25_path, versions)
+    with hold_lake(lake.root, "index assembly"):
+        for doc_id, version in _wanted(lake, doc_ids).items():
+            doc_rows, fresh = _bm25_rows(lake, doc_id, version)
+            rows += doc_rows
+            versions[doc_id] = _bm25_version(version)
+            if fresh:
+                tokenized.append(doc_id)
+        BM25Index.build(rows).save(lake.bm25_path, versions)
     return BM25Stats(len(rows), tokenized)
 
 
@@ -138,6 +177,16 @@ class IndexLag:
     def behind(self) -> bool:
         return bool(self.vectors or self.bm25 or self.aids)
 
+    def problems(self) -> list[str]:
+        """One line per index whose file is missing or unreadable (not merely behind a
+        changed document): what the next assembly rebuilds, and why."""
+        named = (("vector index", self.vectors), ("BM25 index", self.bm25), ("search aids", self.aids))
+        return [
+            f"rebuilding the {name} from the lake's stored rows: {lag[0][1:-1]}"
+            for name, lag in named
+            if len(lag) == 1 and lag[0].startswith("(") and "setting changed" not in lag[0]
+        ]
+
 
 def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None) -> IndexLag:
     """Compare what each index holds with the lake's current per-document versions.
@@ -150,14 +199,24 @@ def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = Non
     """
     doc_ids = list(doc_ids)
     wanted = _wanted(lake, doc_ids)
-    vectors = _differing(stored_document_versions(lake.vectors_path), wanted)
+    health = check_store(lake.vectors_path)
+    vectors = sorted(set(_differing(health.versions, wanted)) | set(health.damaged))
+    if health.problem and lake.vectors_path.exists():
+        vectors = [f"(vector index {health.problem})"]
     if not vectors and wanted and stored_search_mode(lake.vectors_path) != _vector_search(lake):
         vectors = ["(vector search setting changed)"]  # the assembly re-records it, nothing re-upserted
     return IndexLag(
         vectors=vectors,
-        bm25=_differing(BM25Index.saved_versions(lake.bm25_path), {d: _bm25_version(v) for d, v in wanted.items()}),
+        bm25=_bm25_behind(lake, {d: _bm25_version(v) for d, v in wanted.items()}),
         aids=search_aids_behind(lake, doc_ids, corpus),
     )
+
+
+def _bm25_behind(lake: Lake, wanted: dict[str, str]) -> list[str]:
+    have = BM25Index.saved_versions(lake.bm25_path)
+    if have is None and lake.bm25_path.exists():
+        return ["(bm25 index unreadable)"]
+    return _differing(have, wanted)
 
 
 def _differing(have: dict[str, str] | None, wanted: dict[str, str]) -> list[str]:

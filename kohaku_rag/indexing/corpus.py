@@ -1,7 +1,9 @@
 """The corpus folder: which documents exist, their content hashes, and how to load them.
 
 A corpus folder holds documents named by id (`<id>.pdf`, `<id>.json`, `<id>.md`,
-`<id>.txt`) and an optional `metadata.csv` (id,title,url,...). A document listed in
+`<id>.txt`), an optional `metadata.csv` (id,title,url,...) and an optional `expansions.csv`
+(the search aids' dictionary, indexing.expansions). Other files are skipped with a message;
+hidden files (a name starting with a dot) silently, unless they look like a document. A document listed in
 the metadata with a URL but absent locally is fetched into the lake (indexing.download:
 size cap, deadline, content check, host policy).
 """
@@ -17,6 +19,7 @@ from typing import Literal
 
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.indexing.download import DownloadPolicy, download
+from kohaku_rag.indexing.expansions import USER_FILE as EXPANSIONS_FILE
 from kohaku_rag.lake import check_key
 from kohaku_rag.parse import payload
 from kohaku_rag.parse.pdf import parse_pdf
@@ -33,6 +36,8 @@ SUFFIXES: dict[str, DocFormat] = {
     ".txt": "text",
 }
 METADATA_FILE = "metadata.csv"
+# Read by the indexing itself, not documents.
+CORPUS_FILES = (METADATA_FILE, EXPANSIONS_FILE)
 
 
 @dataclass(frozen=True)
@@ -132,11 +137,16 @@ def file_hash(path: Path, meta: DocumentMeta | None = None) -> str:
     return digest.hexdigest()
 
 
+def check_corpus_folder(corpus: Path) -> None:
+    """Refuse a corpus folder that does not exist (before anything is written to the lake)."""
+    if not corpus.is_dir():
+        raise FileNotFoundError(f"corpus folder {corpus} does not exist; pass --corpus DIR pointing at your documents")
+
+
 def scan_corpus(corpus: Path, fetched_dir: Path | None = None, *, follow_links: bool = False) -> CorpusScan:
     """Find every document in `corpus` (and already fetched ones in `fetched_dir`). Links
     that leave their folder are skipped unless `follow_links`."""
-    if not corpus.is_dir():
-        raise FileNotFoundError(f"corpus folder {corpus} does not exist; pass --corpus DIR pointing at your documents")
+    check_corpus_folder(corpus)
     metadata, warnings = read_metadata_checked(corpus)
     found: dict[str, tuple[int, Path]] = {}
     skipped: dict[str, str] = {}
@@ -144,7 +154,13 @@ def scan_corpus(corpus: Path, fetched_dir: Path | None = None, *, follow_links: 
     ranks = list(SUFFIXES)
     for folder in folders:
         for path in sorted(folder.iterdir()):
-            if not path.is_file() or path.name == METADATA_FILE or path.name.startswith("."):
+            if not path.is_file() or path.name in CORPUS_FILES:
+                continue
+            if path.name.startswith("."):
+                # .DS_Store, .gitignore, an editor's lock file: not documents, nothing to say.
+                # One named like a document (`..notes.txt`) would otherwise vanish unseen.
+                if path.suffix.lower() in SUFFIXES:
+                    skipped[path.name] = "a hidden file (its name starts with a dot); rename it to index it"
                 continue
             if not follow_links and (why := link_outside(path, folder)) is not None:
                 skipped[path.name] = why

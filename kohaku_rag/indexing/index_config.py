@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
-from kohaku_rag.config_files import from_mapping, read_config_data, stable_hash
+from kohaku_rag.config_files import RETRIES, SECONDS, Range, from_mapping, read_config_data, stable_hash
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
+from kohaku_rag.http_retry import redact_url, redact_urls
 from kohaku_rag.indexing.download import DownloadPolicy
 from kohaku_rag.lake import Lake, write_bytes_atomic
 
@@ -33,19 +34,21 @@ class IndexConfig:
     vision_api_key_env: str | None = "OPENAI_API_KEY"
     # Index figure and table paragraphs; off gives a text-only index (the figures benchmark's baseline).
     media_nodes: bool = True
-    vision_max_concurrent: int = 4
-    vision_timeout: float = 60.0  # seconds per request
-    vision_max_retries: int = 4  # on 429, 5xx, timeouts (Retry-After honoured)
+    vision_max_concurrent: Annotated[int, Range(1, 1024)] = 4
+    vision_timeout: Annotated[float, SECONDS] = 60.0  # seconds per request
+    vision_max_retries: Annotated[int, RETRIES] = 4  # on 429, 5xx, timeouts (Retry-After honoured)
     vision_prompt: str = ""  # empty: the paper's caption prompt (captions.CAPTION_PROMPT)
     # Index a document's reference list (its "References"/"Bibliography" section); off keeps
     # citations from crowding out the text that states an answer.
     index_references: bool = True
     # Documents downloaded from metadata.csv URLs (indexing.download); they change no hash.
-    download_max_bytes: int = 50_000_000  # a larger body is refused
-    download_timeout: float = 120.0  # seconds for a whole download, however slow the server
+    download_max_bytes: Annotated[int, Range(1, 10_000_000_000)] = 50_000_000  # a larger body is refused
+    # Seconds for a whole download, however slow the server.
+    download_timeout: Annotated[float, Range(0.0, 86_400.0, low_open=True)] = 120.0
     download_allow_private_hosts: bool = False  # loopback/private addresses (an intranet)
     download_allow_cross_host_redirects: bool = False
-    download_concurrency: int = 4  # documents `kohaku index` downloads at once (indexing.prefetch)
+    # Documents `kohaku index` downloads at once (indexing.prefetch).
+    download_concurrency: Annotated[int, Range(1, 64)] = 4
     # Dense search: "exact" (sqlite-vec brute force) or "binary" (in-memory sign codes ranked by
     # Hamming distance, the best candidates re-scored exactly: the step for 100x the WattBot
     # corpus, stores.vectors). Changes no stored vector: switching re-assembles nothing else.
@@ -88,7 +91,7 @@ class IndexConfig:
     def caption_hash(self) -> str:
         parts: dict[str, object] = {
             "captioner": self.captioner,
-            "url": self.vision_base_url,
+            "url": redact_url(self.vision_base_url),  # never a credential: a new key keeps the captions
             "model": self.vision_model,
             "media_nodes": self.media_nodes,
         }
@@ -99,7 +102,7 @@ class IndexConfig:
     @property
     def embed_hash(self) -> str:
         parts: dict[str, object] = {
-            "embedder": dataclasses.asdict(self.embedder),
+            "embedder": dataclasses.asdict(redact_urls(self.embedder)),  # never a credential
             "parent_vector": self.parent_vector,
             "embed_paragraph_text": self.embed_paragraph_text,
         }
@@ -129,15 +132,16 @@ def recorded_index_config(lake: Lake) -> IndexConfig | None:
 
 
 def record_index_config(lake: Lake, cfg: IndexConfig) -> None:
-    """Remember `cfg` as the lake's index settings (only indexing changes them)."""
-    text = json.dumps(dataclasses.asdict(cfg), indent=2, sort_keys=True) + "\n"
+    """Remember `cfg` as the lake's index settings (only indexing changes them), without the
+    credentials written into its URLs: the process that was given them keeps them in memory."""
+    text = json.dumps(dataclasses.asdict(redact_urls(cfg)), indent=2, sort_keys=True) + "\n"
     path = lake.index_config_path
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         write_bytes_atomic(path, text.encode())
 
 
 def differing_keys(a: IndexConfig, b: IndexConfig) -> list[str]:
-    flat_a, flat_b = _flat(dataclasses.asdict(a)), _flat(dataclasses.asdict(b))
+    flat_a, flat_b = _flat(dataclasses.asdict(redact_urls(a))), _flat(dataclasses.asdict(redact_urls(b)))
     return sorted(k for k in flat_a.keys() | flat_b.keys() if flat_a.get(k) != flat_b.get(k))
 
 
@@ -159,8 +163,10 @@ def resolve_index_config(lake: Lake, requested: IndexConfig | None, origin: str 
     recorded = recorded_index_config(lake)
     if recorded is None:
         return requested or IndexConfig()
-    if requested is None or requested == recorded:
+    if requested is None:
         return recorded
+    if redact_urls(requested) == redact_urls(recorded):  # the lake records URLs without credentials
+        return requested
     keys = ", ".join(differing_keys(recorded, requested))
     raise IndexConfigConflict(
         f"{origin} differs from the settings the lake {lake.root} was built with ({keys}); "

@@ -16,10 +16,11 @@ from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
-from kohaku_rag.indexing.corpus import resolve_source, scan_corpus
+from kohaku_rag.indexing.corpus import check_corpus_folder, resolve_source, scan_corpus
 from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_line, remember
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.lake import Lake
+from kohaku_rag.lake_lock import hold_lake
 from kohaku_rag.models import ModelPool
 
 Progress = Callable[[str], None]
@@ -66,8 +67,21 @@ def index_corpus(
     """Index new and changed documents, drop removed ones, and re-assemble whichever index
     differs from the per-document tables. A document that fails is reported by id with its
     reason and not tried again until it changes (or `retry_failed`); the rest index."""
+    check_corpus_folder(corpus)  # before the lake (and its lock file) is created
+    with hold_lake(lake.root, "kohaku_rag.index", say=progress):
+        return _index_corpus(corpus, lake, cfg, models or ModelPool(), progress, retry_failed, follow_links)
+
+
+def _index_corpus(
+    corpus: Path,
+    lake: Lake,
+    cfg: IndexConfig | None,
+    models: ModelPool,
+    progress: Progress,
+    retry_failed: bool,
+    follow_links: bool,
+) -> IndexSummary:
     started = time.perf_counter()
-    models = models or ModelPool()
     cfg = cfg or recorded_index_config(lake) or IndexConfig()
     record_index_config(lake, cfg)
     scan = scan_corpus(corpus, lake.sources_dir, follow_links=follow_links)
@@ -78,6 +92,8 @@ def index_corpus(
     plan = ix.plan_index(scan, lake, cfg, retry_failed=retry_failed)
     for doc_id, why in plan.held.items():
         progress(f"not retrying {doc_id} (failed before: {why}); retry_failed=True retries it")
+    for doc_id, why in plan.unreadable.items():
+        progress(f"recomputing {doc_id}: its stored table {why}")
     for doc_id in plan.remove:
         ix.remove_document(lake, doc_id)
         progress(f"removed {doc_id}")
@@ -100,9 +116,13 @@ def index_corpus(
     keep = sorted(set(scan.documents) | set(scan.missing))
     # Not "if something was built": an earlier run may have died mid-assembly.
     lag = assembly.indexes_behind(lake, keep, corpus)
+    for line in lag.problems():
+        progress(line)
     if lag.vectors:
         embedder = models.embedder(cfg.embedder, lake)
-        assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
+        stats = assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
+        if stats.rebuilt and not lag.problems():
+            progress(f"rebuilt the vector index from the stored rows of {stats.documents} documents: {stats.rebuilt}")
     if lag.bm25:
         assembly.assemble_bm25(lake, keep)
     if lag.aids:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.indexing.corpus import METADATA_FILE, read_metadata
 from kohaku_rag.indexing.doc_metadata import DocMetadata, authors_of
 from kohaku_rag.indexing.expansions import (
@@ -36,7 +37,8 @@ from kohaku_rag.indexing.expansions import (
     read_user_file,
 )
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, read_source, stored_version
-from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
+from kohaku_rag.lake import Lake, parquet_metadata, unreadable_reason, write_parquet_atomic
+from kohaku_rag.lake_lock import hold_lake
 
 __all__ = [
     "SEARCH_AIDS_VERSION",
@@ -114,7 +116,11 @@ def _definitions(lake: Lake, doc_id: str, version: str) -> tuple[Counter[tuple[s
 def assemble_search_aids(lake: Lake, doc_ids: Iterable[str], corpus: Path | None) -> SearchAidsStats:
     """Rebuild both files from the documents' cached definitions and the corpus files.
     A malformed expansions.csv raises (naming its line) before anything is written."""
-    wanted = _wanted(lake, doc_ids)
+    with hold_lake(lake.root, "index assembly"):
+        return _assemble(lake, _wanted(lake, doc_ids), corpus)
+
+
+def _assemble(lake: Lake, wanted: dict[str, str], corpus: Path | None) -> SearchAidsStats:
     user_file = Path(corpus) / USER_FILE if corpus is not None else None
     user = read_user_file(user_file) if user_file is not None and user_file.is_file() else {}
     counts: Counter[tuple[str, str]] = Counter()
@@ -161,7 +167,7 @@ def search_aids_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None =
     "metadata.csv/expansions.csv" when those changed, if `corpus` is given)."""
     wanted = _wanted(lake, doc_ids)
     record = _record(lake)
-    if record is None or not doc_metadata_path(lake).exists():
+    if record is None or not doc_metadata_path(lake).exists() or unreadable_reason(doc_metadata_path(lake)):
         return sorted(wanted) or ["(no search aids file)"]
     have: dict[str, str] = json.loads(record.get("versions", "{}"))
     behind = sorted(d for d in have.keys() | wanted.keys() if have.get(d) != wanted.get(d))
@@ -181,7 +187,13 @@ def load_search_aids(lake: Lake) -> SearchAids | None:
     if not expansions_path(lake).exists() or not doc_metadata_path(lake).exists():
         return None
     forms: dict[str, list[str]] = {}
-    for row in pq.read_table(expansions_path(lake)).to_pylist():
-        forms.setdefault(row["term"], []).append(row["expansion"])
-    docs = tuple(DocMetadata(**row) for row in pq.read_table(doc_metadata_path(lake)).to_pylist())
+    try:
+        for row in pq.read_table(expansions_path(lake)).to_pylist():
+            forms.setdefault(row["term"], []).append(row["expansion"])
+        docs = tuple(DocMetadata(**row) for row in pq.read_table(doc_metadata_path(lake)).to_pylist())
+    except (OSError, pa.ArrowException) as exc:
+        raise IndexUnavailable(
+            f"search aids in {lake.root / 'index'} are unreadable ({' '.join(str(exc).split())}); "
+            f"`kohaku index --lake {lake.root}` rebuilds them from the stored rows"
+        ) from None
     return SearchAids(Expansions({k: tuple(v) for k, v in forms.items()}), docs)

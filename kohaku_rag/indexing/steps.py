@@ -25,14 +25,14 @@ from kohaku_rag.indexing.failures import clear_failure, held_failure
 from kohaku_rag.indexing.figure_vectors import figure_vectors
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
-from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
+from kohaku_rag.lake import Lake, parquet_metadata, unreadable_reason, write_bytes_atomic, write_parquet_atomic
 from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.
-PARSER_VERSION = "4"
+PARSER_VERSION = "5"  # 5: PDF sentences keep their line rectangles (page highlights)
 EMBED_VERSION = "1"
 
 # Asset (= lake table) names, shared by the library and the Dagster layer.
@@ -120,6 +120,8 @@ class IndexPlan:
     fetch: list[str] = field(default_factory=list)  # listed by URL, not on disk, not indexed yet
     # Changed documents whose very version failed before: not retried (doc id → reason).
     held: dict[str, str] = field(default_factory=dict)
+    # Documents rebuilt because a stored table of theirs can't be read (doc id → file: why).
+    unreadable: dict[str, str] = field(default_factory=dict)
 
 
 def plan_index(
@@ -128,10 +130,16 @@ def plan_index(
     build: list[str] = []
     unchanged: list[str] = []
     held: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
     for doc_id, source in scan.documents.items():
         want = embeddings_version(source.content_hash, cfg)
-        if stored_version(lake, INDEX_ROWS, doc_id) == want:
+        have = stored_version(lake, INDEX_ROWS, doc_id)
+        if have == want:
             unchanged.append(doc_id)
+        elif have is None and (why := unreadable_reason(lake.table(INDEX_ROWS, doc_id))) is not None:
+            # Unreadable is missing: rebuilt whatever failed before (its input did not fail).
+            unreadable[doc_id] = f"{lake.table(INDEX_ROWS, doc_id)}: {why}"
+            build.append(doc_id)
         elif not retry_failed and (failure := held_failure(lake, doc_id, want)) is not None:
             held[doc_id] = failure.reason
         else:
@@ -141,7 +149,12 @@ def plan_index(
     stale = (set(known) | set(lake.partitions(INDEX_ROWS)) | set(lake.partitions(SOURCES))) - present
     fetch = [d for d in scan.missing if stored_version(lake, INDEX_ROWS, d) is None]
     return IndexPlan(
-        build=sorted(build), unchanged=sorted(unchanged), remove=sorted(stale), fetch=sorted(fetch), held=held
+        build=sorted(build),
+        unchanged=sorted(unchanged),
+        remove=sorted(stale),
+        fetch=sorted(fetch),
+        held=held,
+        unreadable=unreadable,
     )
 
 

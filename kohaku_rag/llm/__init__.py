@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
+from kohaku_rag.config_files import RETRIES, SECONDS, Range
 from kohaku_rag.http_retry import check_api_key_env, safe_url
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.cache import CachedChat
@@ -49,12 +50,12 @@ class LLMSpec:
     model: str = BUNDLED_MODEL
     base_url: str | None = None
     api_key_env: str | None = "OPENAI_API_KEY"
-    max_concurrent: int = 4
-    context_window: int = 32768
-    n_ctx: int = 4096
-    n_threads: int | None = None
-    timeout: float = 120.0
-    max_retries: int = 5
+    max_concurrent: Annotated[int, Range(1, 1024)] = 4
+    context_window: Annotated[int, Range(256, 16_777_216)] = 32768
+    n_ctx: Annotated[int, Range(256, 1_048_576)] = 4096
+    n_threads: Annotated[int, Range(1, 1024)] | None = None
+    timeout: Annotated[float, SECONDS] = 120.0
+    max_retries: Annotated[int, RETRIES] = 5
 
     def __post_init__(self) -> None:
         check_api_key_env(self.api_key_env)

@@ -46,6 +46,10 @@ _OVERFLOW = re.compile(
     re.IGNORECASE,
 )
 _SCHEMA_NAME = re.compile(r"[^A-Za-z0-9_-]+")
+# A chat completion is a few KB (a long reply with logprobs, some hundred KB): a larger body
+# is a misbehaving server or proxy, and is not read into memory whole.
+MAX_REPLY_BYTES = 8_000_000
+_WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
 T = TypeVar("T")
 
 
@@ -92,6 +96,7 @@ class OpenAIChat:
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
         max_wait: float = 300.0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ) -> None:
         if structured not in _MODES:
             raise ValueError(f"structured={structured!r} is not one of {', '.join(_MODES)}")
@@ -104,6 +109,7 @@ class OpenAIChat:
         self.context_window = context_window
         self.max_concurrent = max_concurrent
         self.timeout = timeout
+        self.max_reply_bytes = max_reply_bytes
         # Full jitter: a batch's burst of 429s spreads over the window instead of returning at once.
         self.retry = RetryPolicy(
             max_retries=max_retries,
@@ -182,7 +188,7 @@ class OpenAIChat:
     async def _attempt(self, client: httpx.AsyncClient, req: ChatRequest, mode: Structured) -> ChatResult:
         started = time.perf_counter()
         try:
-            resp = await client.post(self._url, json=self._payload(req, mode))
+            resp = await self._post(client, self._payload(req, mode))
         except httpx.TimeoutException:
             raise Retryable(f"no reply within {self.timeout:g}s") from None
         except httpx.TransportError as exc:
@@ -198,6 +204,27 @@ class OpenAIChat:
         if status == 400 and mode != "none" and "response_format" in body.lower():
             raise _FormatUnsupported()
         raise BackendError(f"{self._where}: HTTP {status}: {body}")
+
+    async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:
+        """The reply, its body read as it streams in and refused past `max_reply_bytes`."""
+        async with client.stream("POST", self._url, json=payload) as resp:
+            declared = resp.headers.get("Content-Length", "")
+            if declared.isdigit() and int(declared) > self.max_reply_bytes:
+                self._too_large(f"{int(declared)} bytes declared")
+            body = bytearray()
+            async for chunk in resp.aiter_bytes():
+                body += chunk
+                if len(body) > self.max_reply_bytes:
+                    self._too_large(f"over {self.max_reply_bytes} bytes read")
+            # The body is decoded already (gzip): the headers that describe the wire form go.
+            headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in _WIRE_HEADERS]
+            return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request)
+
+    def _too_large(self, seen: str) -> None:
+        raise BackendError(
+            f"{self._where}: the reply body is larger than the {self.max_reply_bytes}-byte cap ({seen}); "
+            "stopped reading it. A chat completion is a few KB: check the server (or a proxy in front of it)"
+        )
 
     def _parse_reply(self, resp: httpx.Response, req: ChatRequest, seconds: float) -> ChatResult:
         try:

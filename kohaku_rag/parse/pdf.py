@@ -46,7 +46,7 @@ from kohaku_rag.parse.pdf_layout import (
     vocabulary_of,
 )
 from kohaku_rag.parse.pdf_tables import find_page_tables, page_words
-from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, ParsedSection
+from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, ParsedSection, TextLine
 
 MIN_TEXT_CHARS = 20  # below this a PDF has no usable text layer
 SLIDE_ASPECTS = (4 / 3, 16 / 9, 16 / 10)
@@ -394,7 +394,8 @@ class _Assembler:
             lines: list[Line] = [p.item for p in self.lines]  # type: ignore[misc]
             first_page = [ln for ln in lines if ln.page == lines[0].page]
             text = merge_lines_text([ln.text for ln in lines], self.vocabulary)
-            self._emit(ParsedParagraph(text, lines[0].page, _union([ln.bbox for ln in first_page])))
+            box = _union([ln.bbox for ln in first_page])
+            self._emit(ParsedParagraph(text, lines[0].page, box, lines=_text_lines(lines)))
             self.lines = []
         for f in self.deferred:
             self._emit(f.paragraph)
@@ -440,6 +441,11 @@ class _Assembler:
         a_was_indented = isinstance(before, Line) and la.x0 - before.x0 >= tol
         outdent = la.x0 - lb.x0 >= tol and (hanging or (ends and not a_was_indented))
         return first_indent or outdent
+
+
+def _text_lines(lines: Sequence[Line]) -> tuple[TextLine, ...]:
+    """The paragraph's lines as the tree keeps them, to place each sentence on its page."""
+    return tuple(TextLine(ln.page, ln.bbox, ln.text) for ln in lines)
 
 
 def _is_fragment(ln: Line, body: float) -> bool:
@@ -723,7 +729,8 @@ def _footnotes_as_floats(placed: Sequence[Placed], body: float, heights: Sequenc
             if j == len(placed) or _segment(placed[j]) != _segment(p):
                 lines: list[Line] = [q.item for q in placed[i:j]]  # type: ignore[misc]
                 bbox = _union([ln.bbox for ln in lines])
-                para = ParsedParagraph(merge_lines_text([ln.text for ln in lines]), p.page, bbox)
+                text = merge_lines_text([ln.text for ln in lines])
+                para = ParsedParagraph(text, p.page, bbox, lines=_text_lines(lines))
                 out.append(Placed(PdfFloat(bbox, para), p.page, p.column, p.band))
                 i = j
                 continue

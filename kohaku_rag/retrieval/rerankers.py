@@ -22,16 +22,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import httpx
 
+from kohaku_rag.config_files import RETRIES, SECONDS, Range
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import BackendError
 from kohaku_rag.http_retry import (
     RetryPolicy,
     call_with_retries,
     check_api_key_env,
+    check_not_redacted,
     http_error,
     post_json,
     read_api_key,
@@ -82,16 +84,18 @@ class RerankerSpec:
     api: RerankAPI = "jina"
     model: str = ""
     api_key_env: str | None = None
-    batch_size: int = 32
-    max_concurrent: int = 4
-    timeout: float = 60.0
-    max_retries: int = 5
-    max_passage_tokens: int = 256
+    batch_size: Annotated[int, Range(1, 4096)] = 32
+    max_concurrent: Annotated[int, Range(1, 1024)] = 4
+    timeout: Annotated[float, SECONDS] = 60.0
+    max_retries: Annotated[int, RETRIES] = 5
+    max_passage_tokens: Annotated[int, Range(16, 32_768)] = 256
 
     def __post_init__(self) -> None:
         check_api_key_env(self.api_key_env)
         if self.backend == "http" and not (self.url or "").startswith(("http://", "https://")):
-            raise ValueError(f'reranker backend "http" needs a url starting with http:// or https://, got {self.url!r}')
+            raise ValueError(
+                f'reranker backend "http" needs a url starting with http:// or https://, got {safe_url(self.url)!r}'
+            )
         if self.batch_size < 1 or self.max_concurrent < 1 or self.max_retries < 0 or self.max_passage_tokens < 16:
             raise ValueError("reranker batch_size, max_concurrent >= 1, max_retries >= 0, max_passage_tokens >= 16")
         if not self.timeout > 0:
@@ -126,6 +130,7 @@ class HostedReranker:
 
     def __init__(self, spec: RerankerSpec) -> None:
         assert spec.url is not None  # checked by RerankerSpec
+        check_not_redacted(spec.url)
         self.spec = spec
         self.url = spec.url
         self._where = safe_url(spec.url)

@@ -12,8 +12,9 @@ the "combined_max" rerank.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Annotated, Literal
 
+from kohaku_rag.config_files import Range
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 
 CONTENTS = ("all", "text")
@@ -21,17 +22,22 @@ RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none"
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
 # formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
 DEFAULT_ALPHA = {"combined": 0.4, "combined_max": 0.25}
+# sqlite-vec refuses a larger k (stores.vectors.MAX_K); BM25 and the cuts are bounded alike.
+MAX_HITS = 4096
+WEIGHT = Range(0.0, 1000.0)
+FACTOR = Range(0.0, 1000.0, low_open=True)
 
 
 @dataclass(frozen=True)
 class RetrievalConfig:
     """Retrieval settings shared by `kohaku search` and the answering pipeline."""
 
-    top_k: int = 24  # dense hits per query and per kind (k applies after the kind filter)
-    bm25_top_k: int = 24  # BM25 paragraph hits per query (0 disables BM25)
+    # Dense hits per query and per kind (k applies after the kind filter).
+    top_k: Annotated[int, Range(0, MAX_HITS)] = 24
+    bm25_top_k: Annotated[int, Range(0, MAX_HITS)] = 24  # BM25 paragraph hits per query (0 disables BM25)
     # Context units kept after the cross-query rerank and dedup (~8,000 characters);
     # None keeps every unit (the budget still applies).
-    top_k_final: int | None = 16
+    top_k_final: Annotated[int, Range(1, MAX_HITS)] | None = 16
     # Cross-query rerank of the units the queries found:
     #   "combined"      KohakuRAG's: alpha × freq / max freq + (1 − alpha) × score / max score,
     #                   a unit's score being the sum of its scores over the queries (alpha 0.4)
@@ -43,13 +49,13 @@ class RetrievalConfig:
     # Config files written before "combined" meant KohakuRAG's formula must say which they
     # mean (see qa_config.py); `kohaku config show` prints the resolved value.
     rerank: Literal["combined", "combined_max", "frequency", "score", "score_sum", "none"] = "combined_max"
-    alpha: float | None = None  # None: DEFAULT_ALPHA of the rerank
+    alpha: Annotated[float, Range(0.0, 1.0)] | None = None  # None: DEFAULT_ALPHA of the rerank
     # Weight of every query after the first (the planner's rewrites) against the question
     # itself, in score and frequency. Measured on WattBot train at the answering budget
     # (bench/qa_context.py): the bundled 1.5B planner's rewrites at full weight cut evidence
     # recall from 0.84 to 0.77; at 0.25 (with alpha 0.25) they add recall without displacing
     # the question's own hits. KohakuRAG weighs every query alike (1.0).
-    planned_query_weight: float = 0.25
+    planned_query_weight: Annotated[float, Range(0.0, 1.0)] = 0.25
     # How BM25 joins dense retrieval: "fuse" (ours) fuses the two ranked lists of each query
     # by weighted reciprocal rank; "append" (KohakuRAG's) ranks the dense hits by their
     # similarity, and adds the BM25 hits not already there after them.
@@ -58,9 +64,9 @@ class RetrievalConfig:
     # light tie-breaker over BM25 (0.1) it adds evidence recall. Raise dense_weight for a
     # stronger embedder.
     bm25_mode: Literal["fuse", "append"] = "fuse"
-    rrf_k: float = 60.0
-    bm25_weight: float = 1.0
-    dense_weight: float = 0.1
+    rrf_k: Annotated[float, Range(0.0, 1_000_000.0)] = 60.0
+    bm25_weight: Annotated[float, WEIGHT] = 1.0
+    dense_weight: Annotated[float, WEIGHT] = 0.1
     # Kinds searched densely. "separate": each kind on its own (k applies after the kind
     # filter); "joint": one search over all of them, k over the union (KohakuRAG's, with
     # ("sentence", "paragraph")). Paragraph vectors are the length-weighted means of their
@@ -71,12 +77,12 @@ class RetrievalConfig:
     expand_to: Literal["paragraph", "section"] = "paragraph"
     # Applied before the top_k_final cut, so a dropped unit's slot goes to the next one.
     dedup: Literal["none", "node_id", "tree"] = "tree"
-    threshold: float = 0.0  # minimum dense cosine similarity for a dense hit to count
-    budget_chars: int = 4000
+    threshold: Annotated[float, Range(-1.0, 1.0)] = 0.0  # minimum dense cosine similarity for a dense hit to count
+    budget_chars: Annotated[int, Range(0, 10_000_000)] = 4000
     # Mark this many sentences of the context, those sharing the most (IDF-weighted) question
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
     # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.
-    mark_sentences: int = 2
+    mark_sentences: Annotated[int, Range(0, 1000)] = 2
     # Which nodes may enter the context: "all", or "text" to leave out table and figure
     # nodes (HERO's text-only retrieval, without a second index; the answering config can
     # choose it per question type: `content_routing`).
@@ -92,13 +98,13 @@ class RetrievalConfig:
     # (score(d) = sum over lists of w_type(d) * w_list / (k + rank)). Table: a table node, or
     # a paragraph that is a table caption or mostly numbers; figure: a figure node (its
     # caption and OCR text) or a figure caption. HERO: text 1.0, table 2.0, figure 1.8.
-    type_weight_text: float = 1.0
-    type_weight_table: float = 1.0
-    type_weight_figure: float = 1.0
+    type_weight_text: Annotated[float, FACTOR] = 1.0
+    type_weight_table: Annotated[float, FACTOR] = 1.0
+    type_weight_figure: Annotated[float, FACTOR] = 1.0
     # HERO's metadata boost: the units of a document whose author surname or publication
     # year (from the corpus's metadata.csv, kept in the lake's `search_aids`) the query names
     # are multiplied by this (HERO: 2.0; 1.0 is off). `metadata_fields` says which count.
-    metadata_boost: float = 1.0
+    metadata_boost: Annotated[float, FACTOR] = 1.0
     metadata_fields: tuple[Literal["author", "year", "title"], ...] = ("author", "year")
     # HERO's query expansion with the lake's dictionary (abbreviations defined in the
     # documents, a built-in unit list, the corpus's `expansions.csv`): "bm25" adds the long
@@ -110,8 +116,8 @@ class RetrievalConfig:
     # reorders the best `rerank_top_n` units, each cut to `rerank_passage_chars`, before the
     # top_k_final cut. The reranker's score replaces the fused one within those units.
     reranker: RerankerSpec | None = None
-    rerank_top_n: int = 50
-    rerank_passage_chars: int = 1200
+    rerank_top_n: Annotated[int, Range(1, MAX_HITS)] = 50
+    rerank_passage_chars: Annotated[int, Range(50, 1_000_000)] = 1200
     # How figures reach the context (issue 28). "joint": figure nodes compete with text nodes
     # in the one ranking (searched by their image vectors when the index was built with a
     # multimodal embedder, IndexConfig.figure_vectors). "separate": KohakuRAG's image search
@@ -119,7 +125,7 @@ class RetrievalConfig:
     # closest to the queries by vector join the context after the text, within the budget.
     # `[generation] img_k` then sends the images of the top ones to a vision model.
     figure_search: Literal["joint", "separate"] = "joint"
-    top_k_images: int = 4
+    top_k_images: Annotated[int, Range(0, MAX_HITS)] = 4
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))

@@ -19,6 +19,7 @@ import numpy as np
 
 from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
+from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.indexing.doc_metadata import matching_documents
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
@@ -513,11 +514,18 @@ class Retriever:
 def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], ChatModel] | None = None) -> Retriever:
     """The lake's retriever. `chat_for` gives an LLM reranker the process's loaded model
     (ModelPool.chat), so the bundled model is not loaded twice; else it loads its own."""
-    if not lake.vectors_path.exists():
-        raise FileNotFoundError(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
+    if not lake.vectors_path.exists() and not lake.bm25_path.exists():
+        raise IndexUnavailable(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
     embedder = make_embedder(cfg.embedder, lake.cache_dir / "embeddings")
     store = open_vector_store(lake, embedder)
-    bm25 = BM25Index.load(lake.bm25_path) if lake.bm25_path.exists() else None
+    try:
+        bm25 = BM25Index.load(lake.bm25_path)
+    except (OSError, ValueError) as exc:
+        store.close()
+        missing = "no BM25 index file" if not lake.bm25_path.exists() else str(exc).split(": ", 1)[-1]
+        raise IndexUnavailable(
+            f"{lake.bm25_path}: {missing}; `kohaku index --lake {lake.root}` rebuilds it from the stored rows"
+        ) from None
 
     def reranker_for(spec: RerankerSpec) -> Reranker:
         chat = None
@@ -530,4 +538,4 @@ def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], C
 
 def open_vector_store(lake: Lake, embedder: Embedder) -> VectorStore:
     """The lake's vector store, checked against the embedder that queries it."""
-    return VectorStore(lake.vectors_path, embedder.dim, model_id=embedder.model_id)
+    return VectorStore(lake.vectors_path, embedder.dim, model_id=embedder.model_id, create=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+import zipfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -408,7 +409,7 @@ class BM25Index:
                 if "version_docs" not in npz.files:
                     return None
                 docs, values = npz["version_docs"].tolist(), npz["version_values"].tolist()
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return None
         return dict(zip(docs, values, strict=True))
 
@@ -417,7 +418,7 @@ class BM25Index:
         try:
             with np.load(Path(path), allow_pickle=False) as npz:
                 data = {name: npz[name] for name in npz.files}
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise ValueError(f"{path}: not a readable BM25 index ({exc}); rebuild the index") from exc
         missing = sorted(set(_SAVED) - data.keys())
         if missing or int(data["format_version"]) != FORMAT_VERSION:

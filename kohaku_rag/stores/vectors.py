@@ -41,6 +41,7 @@ the exact search in the same run.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ import numpy as np
 import pyarrow as pa
 import sqlite_vec
 
-from kohaku_rag.errors import KohakuError
+from kohaku_rag.errors import IndexUnavailable, KohakuError
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
 SCHEMA_VERSION = "1"
@@ -79,6 +80,15 @@ _NODE_COLUMNS = "node_id, doc_id, parent_id, kind, ordinal, title, text, page, b
 
 class IndexMismatchError(KohakuError):
     """The store on disk was built with other settings (dimension, embedding model)."""
+
+
+def _check_readable(path: Path) -> None:
+    health = check_store(path)
+    problem = health.problem
+    if problem is None and health.damaged:
+        problem = f"the rows of {len(health.damaged)} document(s) changed behind the index's back"
+    if problem is not None:
+        raise IndexUnavailable(f"{path}: {problem}; `kohaku index` rebuilds the index from the lake's stored rows")
 
 
 @dataclass(frozen=True)
@@ -117,24 +127,72 @@ def remove_store(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+@dataclass(frozen=True)
+class StoreHealth:
+    """What a store file holds, checked cheaply (no vector is read).
+
+    `versions`: document id → version (None when the file is absent or unusable as a
+    whole, `problem` then says why); `damaged`: documents whose rows disagree with their
+    `documents` row (nodes deleted or added behind the store's back), to be re-upserted.
+    """
+
+    versions: dict[str, str] | None
+    problem: str | None = None
+    damaged: tuple[str, ...] = ()
+
+
+def check_store(path: Path) -> StoreHealth:
+    """Open a store file read-only and check its schema version and, per document, that the
+    nodes it holds are the `n_nodes` its `documents` row recorded in the same transaction."""
+    path = Path(path)
+    if not path.exists():
+        return StoreHealth(None, "no vector index file")
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
+    except apsw.Error as exc:
+        return StoreHealth(None, f"unreadable ({_apsw_reason(exc)})")
+    try:
+        conn.set_busy_timeout(60_000)
+        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta").fetchall()}
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            return StoreHealth(
+                None, f"schema version {meta.get('schema_version')!r}, this code needs {SCHEMA_VERSION!r}"
+            )
+        docs = conn.execute("SELECT doc_id, version, n_nodes FROM documents").fetchall()
+        counts = {
+            str(d): int(cast(int, n)) for d, n in conn.execute("SELECT doc_id, count(*) FROM nodes GROUP BY doc_id")
+        }
+    except apsw.Error as exc:
+        return StoreHealth(None, f"unreadable ({_apsw_reason(exc)})")
+    finally:
+        conn.close()
+    versions = {str(d): str(v) for d, v, _n in docs}
+    damaged = sorted({str(d) for d, _v, n in docs if counts.get(str(d), 0) != n} | (set(counts) - set(versions)))
+    return StoreHealth(versions, None, tuple(damaged))
+
+
+def _apsw_reason(exc: apsw.Error) -> str:
+    return str(exc).split(":", 1)[-1].strip() or type(exc).__name__
+
+
 def stored_document_versions(path: Path) -> dict[str, str] | None:
     """document id → version of what a store file holds, read without the embedder (None
     when there is no readable store). The `documents` row is written in the same
     transaction as the document's nodes and vectors, so it is the truth about them."""
-    if not Path(path).exists():
-        return None
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
-    except apsw.Error:
-        return None
-    try:
-        conn.set_busy_timeout(60_000)
-        rows = conn.execute("SELECT doc_id, version FROM documents").fetchall()
-    except apsw.Error:
-        return None
-    finally:
-        conn.close()
-    return {str(d): str(v) for d, v in rows}
+    return check_store(path).versions
+
+
+def replace_store(built: Path, path: Path) -> None:
+    """Swap a store built beside the live one into its place. A reader sees the old file
+    or the new, never half of either: it keeps its open old file, the next open gets the new.
+    The built store was closed, so its WAL is checkpointed into it; the old store's side
+    files are removed first, since a WAL left beside the new file would be replayed into it."""
+    for suffix in ("-wal", "-shm"):
+        if Path(f"{built}{suffix}").exists():
+            raise RuntimeError(f"{built}: still open (its {suffix} file exists); not swapping it in")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    os.replace(built, path)
 
 
 def stored_search_mode(path: Path) -> str | None:
@@ -163,9 +221,13 @@ class VectorStore:
     switching to another embedder of the same dimension is caught as well.
     """
 
-    def __init__(self, path: Path, dim: int, *, model_id: str | None = None, search: str | None = None) -> None:
+    def __init__(
+        self, path: Path, dim: int, *, model_id: str | None = None, search: str | None = None, create: bool = True
+    ) -> None:
         """`search`: "exact" or "binary" (see the module doc), recorded in the store; None
-        keeps what the store records ("exact" for a new one)."""
+        keeps what the store records ("exact" for a new one). `create=False` (readers) opens
+        an existing store only: an absent or unreadable file raises `IndexUnavailable`
+        instead of becoming a new, empty store that answers every search with nothing."""
         if dim < 1:
             raise ValueError(f"vector dimension must be positive, got {dim}")
         if search is not None and search not in SEARCH_MODES:
@@ -177,6 +239,8 @@ class VectorStore:
         self._codes_version = -1
         # search_attached: per attachment, the paragraphs' (node ids, doc ids, vectors) in memory
         self._attached: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
+        if not create:
+            _check_readable(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._conn = apsw.Connection(str(self.path))
         try:
@@ -244,7 +308,7 @@ class VectorStore:
                 )
 
     def _check_meta(self, meta: dict[str, str], model_id: str | None) -> None:
-        rebuild = f"delete {self.path} (and its -wal/-shm files) to rebuild the index"
+        rebuild = "`kohaku index` rebuilds the index from the lake's stored rows"
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise IndexMismatchError(
                 f"{self.path}: index schema version {meta.get('schema_version')!r}, this code "

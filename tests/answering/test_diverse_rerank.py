@@ -106,6 +106,17 @@ def test_unusable_knowledge_falls_back_to_the_initial_rerank():
     assert sets.fallback and ordered[0].node_id == "a:p0"
 
 
+def test_a_refused_knowledge_call_is_a_failure_not_the_initial_rerank():
+    """A 401 (any failed call) is not an unusable reply: the question's retrieval fails and
+    is retried next run, instead of keeping the initial rerank for good."""
+    from kohaku_rag.errors import BackendError
+
+    with ChatServer(required_key="the-right-key") as server:  # no key sent: a 401
+        chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
+        with pytest.raises(BackendError, match="HTTP 401"):
+            diverse_order(QUESTION, ITEMS, OverlapReranker(), chat, n_know=2, max_chars=200)
+
+
 # ── on an indexed corpus ──────────────────────────────────────────────────
 
 CORPUS = {

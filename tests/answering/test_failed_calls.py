@@ -141,6 +141,45 @@ def test_planner_outage_fails_the_questions_instead_of_freezing_question_only_pl
     assert all(len(r.queries) == 2 for r in planned.values())  # the planner's query is there
 
 
+def test_a_refused_planner_call_fails_the_retrieval_and_the_rerun_plans_again(env):
+    """A 401 (any error that is not retried) from the planner is a failed call, not a plan
+    of the question alone: the retrieval is stored as failed and planned again next run."""
+    from chat_server import Fault
+
+    from kohaku_rag.answering.planner import plan_request
+
+    settings, server, questions = env
+    cfg = write_config(settings, "p", server, questions, planner=True)
+    plan_key = plan_request("How many watts did the A100 GPU draw?", 2).messages[-1].content
+    server.script(plan_key, Fault(status=401, error="Incorrect API key provided"))
+    with pytest.raises(RunFailed, match=r"1 of 3 questions failed: retrieval failed: BackendError: .*HTTP 401"):
+        run_config(settings, "p", leaderboard_too=False)
+    path = st.retrieval_path(settings.lake, st.keys_for(settings.lake, cfg).retrieval)
+    assert list(st.retrieval_errors(path)) == ["q2"]
+    since = len(server.requests)
+    report = run_config(settings, "p", leaderboard_too=False)  # the key is fixed
+    assert report.metadata["retrievals"]["retrieved_questions"] == 1
+    assert [r.key for r in server.requests[since:]].count(plan_key) == 1  # planned again
+    assert all(len(r.queries) == 2 for r in st.read_retrievals(path).values())
+
+
+def test_the_planner_falls_back_only_on_an_unusable_reply(env):
+    from chat_server import Fault
+
+    from kohaku_rag.answering.planner import plan_queries, plan_request
+    from kohaku_rag.llm.openai_compat import OpenAIChat
+
+    _, server, _ = env
+    chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
+    question = "How many watts did the A100 GPU draw?"
+    key = plan_request(question, 3).messages[-1].content
+    server.script(key, Fault(content="no json at all"))  # the model answered, unusably
+    assert plan_queries(question, chat, 3).fallback
+    server.script(key, Fault(status=403, error="forbidden"))
+    with pytest.raises(BackendError, match="HTTP 403"):
+        plan_queries(question, chat, 3)
+
+
 def test_ask_raises_on_a_failed_call_instead_of_answering_blank(env):
     settings, server, questions = env
     cfg = write_config(settings, "a", server, questions)

@@ -65,10 +65,16 @@ def toml(tmp_path: Path, retrieval: str = "", generation: str = "", voting: str 
         ("retrieval", "top_kk = 3", "line 6: retrieval.top_kk: unknown RetrievalConfig keys ['top_kk']"),
         ("generation", "max_retries = 1.5", "line 10: generation.max_retries: expected an integer, got float 1.5"),
         ("generation", 'use_reordered_prompt = "yes"', "line 10: generation.use_reordered_prompt: expected true or"),
-        ("generation", "img_k = -1", "line 10: generation.img_k: img_k must be >= 0, got -1"),
+        ("generation", "img_k = -1", "line 10: generation.img_k: img_k must be at least 0, got -1"),
         ("generation", 'quote_evidence = "some"', 'line 10: generation.quote_evidence: "some" is not one of'),
         ("voting", 'mode = "plurality"', 'line 13: voting.mode: "plurality" is not one of the allowed values'),
         ("voting", "runs = 0", "line 13: voting.runs: runs must be at least 1"),
+        # Absurd values are refused at load, not met later as a hang or a backend's error.
+        ("voting", "runs = 1000000000", "line 13: voting.runs: runs must be at most 100, got 1000000000"),
+        ("retrieval", "bm25_top_k = 10000000", "line 6: retrieval.bm25_top_k: bm25_top_k must be at most 4096"),
+        ("retrieval", "budget_chars = -5", "line 6: retrieval.budget_chars: budget_chars must be at least 0"),
+        ("generation", "max_tokens = 0", "line 10: generation.max_tokens: max_tokens must be at least 1, got 0"),
+        ("generation", "true_false_margin = nan", "line 10: generation.true_false_margin: expected a finite number"),
         (
             "voting",
             'tiebreak = "highest_confidence"',
@@ -82,6 +88,44 @@ def test_each_wrong_value_is_an_error_naming_file_line_and_key(tmp_path, table, 
     text = error_of(path)
     assert text.startswith(f"config file {path}")
     assert message in text
+
+
+def test_every_numeric_key_has_a_declared_range() -> None:
+    """Every int and float of the QA and index configs declares its sane range (config_files.Range)."""
+    import types
+    import typing
+
+    from kohaku_rag.answering.qa_config import GenerationPart, RetrievalPart, VotingPart
+    from kohaku_rag.config_files import Range
+    from kohaku_rag.embed import EmbedderSpec
+    from kohaku_rag.indexing.index_config import IndexConfig
+    from kohaku_rag.retrieval.rerankers import RerankerSpec
+    from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+
+    classes = (RetrievalConfig, RetrievalPart, GenerationPart, VotingPart, LLMSpec, RerankerSpec, IndexConfig)
+    unbounded = []
+    for cls in (*classes, EmbedderSpec):
+        for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+            options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+            for option in options:
+                bare = option in (int, float)
+                ranged = typing.get_origin(option) is typing.Annotated and any(
+                    isinstance(m, Range) for m in option.__metadata__
+                )
+                if bare or (typing.get_origin(option) is typing.Annotated and not ranged):
+                    unbounded.append(f"{cls.__name__}.{name}")
+    assert unbounded == []
+
+
+def test_absurd_values_are_refused_at_load_with_file_line_and_key(tmp_path) -> None:
+    path = write(tmp_path, 'questions = "q.csv"\n[retrieval]\ntop_k = 1000000000\n')
+    assert f"config file {path}, line 3: retrieval.top_k: top_k must be at most 4096, got 1000000000" in error_of(path)
+    path = write(tmp_path, 'questions = "q.csv"\n[voting]\nruns = 1000000000\n')
+    assert f"config file {path}, line 3: voting.runs: runs must be at most 100, got 1000000000" in error_of(path)
+    path = write(
+        tmp_path, 'questions = "q.csv"\n[generation.llm]\nbackend = "openai"\nbase_url = "http://h"\ntimeout = 1e12\n'
+    )
+    assert "line 5: generation.llm.timeout: timeout must be at most 3600" in error_of(path)
 
 
 def test_a_duplicate_key_in_toml_and_a_wrong_table_type(tmp_path) -> None:

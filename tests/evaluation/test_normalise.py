@@ -330,6 +330,33 @@ def test_load_questions_rejects_bad_files(tmp_path: Path, content: str, message:
     assert str(path) in str(info.value)
 
 
+def test_an_error_about_a_file_that_is_not_a_question_csv_never_shows_its_content(tmp_path: Path) -> None:
+    """`--questions /etc/passwd`, a .env file: the error names the file and what is wrong,
+    never a line of it; a folder or a binary file is a clear error too, not a traceback."""
+    secret = "root:x:0:0:root:/root:/bin/bash"
+    for name, content in (("passwd", f"{secret}\nuser:x:1000\n"), (".env", "API_KEY=sk-live-1234567890abcdef\n")):
+        path = tmp_path / name
+        path.write_text(content)
+        with pytest.raises(ValueError, match="missing column") as info:
+            load_questions(path)
+        text = str(info.value)
+        assert str(path) in text and "not shown" in text
+        assert "root:/root" not in text and "sk-live" not in text and "API_KEY" not in text
+    with pytest.raises(ValueError, match="header is \\['id', 'questoin'\\]"):  # a real header is still shown
+        (tmp_path / "typo.csv").write_text("id,questoin\nq1,x\n")
+        load_questions(tmp_path / "typo.csv")
+    with pytest.raises(ValueError, match="cannot read the question file"):
+        load_questions(tmp_path)
+    from kohaku_rag.evaluation.wattbot_csv import load_submission
+
+    with pytest.raises(ValueError, match="not shown") as info:  # `kohaku score --submission` alike
+        load_submission(tmp_path / "passwd")
+    assert "root:/root" not in str(info.value)
+    (tmp_path / "long.csv").write_text('id,question,answer_unit\nq1,"' + "x" * 200_000 + '",W\n')
+    with pytest.raises(ValueError, match="not a CSV question file .*field larger than field limit"):
+        load_questions(tmp_path / "long.csv")
+
+
 def test_load_questions_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="question file not found"):
         load_questions(tmp_path / "nope.csv")

@@ -123,5 +123,5 @@ def test_a_bad_value_names_the_member(tmp_path, monkeypatch):
     monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)
     lake = _lake(tmp_path)
     sweep = load_sweep(lake, _write(lake, "hot", 'base = "base"\n[grid]\ntemperature = [0.5, 9.0]\n'))
-    with pytest.raises(ValueError, match=r"member hot--temperature-9.0: .*temperature 9.0 is outside"):
+    with pytest.raises(ValueError, match=r"member hot--temperature-9.0: .*temperature must be at most 2, got 9.0"):
         expand(sweep)

@@ -28,7 +28,10 @@ def folder(tmp_path: Path) -> Path:
     (corpus / "paper.pdf").write_bytes(b"%PDF-1.7\n% not parsed by the scan\n")
     (corpus / "paper.txt").write_text("the text export of the same paper")  # the PDF wins
     (corpus / "image.png").write_bytes(b"\x89PNG")
-    (corpus / ".hidden.md").write_text("ignored")
+    (corpus / ".hidden.md").write_text("named like a document: said, not indexed")
+    (corpus / "..dots.txt").write_text("named like a document: said, not indexed")
+    (corpus / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")  # not a document: nothing to say
+    (corpus / "expansions.csv").write_text("term,expansion\nPUE,power usage effectiveness\n")  # search aids
     (corpus / "metadata.csv").write_text(
         "id,title,url,year\n"
         "paper,A Paper,https://example.org/paper.pdf,2024\n"
@@ -50,7 +53,9 @@ def test_scan_finds_each_format_with_its_metadata(folder: Path) -> None:
     assert paper.content_hash == file_hash(folder / "paper.pdf", paper.meta)
     # listed with a URL but absent: to fetch; listed without one: nothing to do
     assert list(scan.missing) == ["remote"] and scan.missing["remote"].title == "Remote only"
-    assert list(scan.skipped) == ["image.png"] and "unsupported file type .png" in scan.skipped["image.png"]
+    assert sorted(scan.skipped) == ["..dots.txt", ".hidden.md", "image.png"]  # not expansions.csv: it is used
+    assert "unsupported file type .png" in scan.skipped["image.png"]
+    assert "a hidden file (its name starts with a dot); rename it" in scan.skipped["..dots.txt"]
 
 
 def test_scan_includes_fetched_documents_and_refuses_a_missing_folder(folder: Path, tmp_path: Path) -> None:

@@ -301,3 +301,54 @@ def test_reply_logprobs_give_the_mean_token_logprob_and_are_cached(tmp_path) -> 
         assert again.cached and again.mean_logprob == -0.4
         # a plain request is another cache entry and carries none
         assert client(srv).complete(ChatRequest((Message("user", "conf"),))).mean_logprob is None
+
+
+def test_a_huge_reply_body_is_refused_without_reading_it_whole() -> None:
+    """A 20 MB reply (a misbehaving server or proxy) is refused at the cap, not read whole:
+    declared by Content-Length, and streamed without one."""
+    with ChatServer() as srv:
+        srv.script("huge", Fault(content="x" * 20_000_000))
+        with pytest.raises(BackendError, match=r"larger than the 8000000-byte cap \(20000\d+ bytes declared\)"):
+            client(srv, max_retries=0).complete(ask("huge", schema=None))
+        assert len(srv.attempts("huge")) == 1  # not retried: asking again gets the same
+        assert client(srv).complete(ask("small", schema=None)).text == "echo: small"
+
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    sent = []
+
+    class Endless(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # no Content-Length: the body ends when the server closes
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            total = 0
+            try:
+                while total < 20_000_000:
+                    self.wfile.write(b" " * 65536)
+                    total += 65536
+            except OSError:
+                pass  # the client hung up
+            sent.append(total)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host, port = server.server_address[:2]
+        llm = OpenAIChat(f"http://{host}:{port}", "m", api_key_env=None, max_retries=0, max_reply_bytes=1_000_000)
+        with pytest.raises(BackendError, match=r"larger than the 1000000-byte cap \(over 1000000 bytes read\)"):
+            llm.complete(ask("endless", schema=None))
+        deadline = time.monotonic() + 5
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sent and sent[0] < 20_000_000  # the client stopped reading; the server gave up early
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 from corpus_docs import DOCS
 
+import kohaku_rag as kr
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import embedder_for, instance_for, resources_for, run_index
@@ -148,6 +149,18 @@ def test_cli_runs_are_the_code_locations_jobs(env, capsys):
 def test_search_without_index_says_what_to_do(tmp_path, capsys):
     assert cli_main(["search", "x", "--lake", str(tmp_path / "none"), "--corpus", str(tmp_path)]) == 2
     assert "kohaku index" in capsys.readouterr().err
+
+
+def test_index_with_a_missing_corpus_refuses_before_creating_the_lake(tmp_path, capsys):
+    lake = tmp_path / "lake"
+    args = ["index", "--lake", str(lake), "--corpus", str(tmp_path / "typo")]
+    assert cli_main(args) == 2
+    err = capsys.readouterr().err
+    assert "corpus folder" in err and "does not exist; pass --corpus DIR" in err
+    assert not lake.exists()  # no skeleton (index_config.json, .dagster) left behind
+    with pytest.raises(FileNotFoundError, match="corpus folder"):
+        kr.index(tmp_path / "typo", lake, progress=quiet)
+    assert not lake.exists()
 
 
 def test_sensor_registers_new_documents(env, monkeypatch):

@@ -170,7 +170,7 @@ def test_kohaku_ui_passes_the_host_and_says_where(tmp_path, monkeypatch, capsys)
     import kohaku_assets.cli as cli
 
     calls = []
-    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+    monkeypatch.setattr(cli, "supervise", lambda cmd, env: calls.append((cmd, env)) or 0)
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
     lake = tmp_path / "lake"
     assert cli.main(["ui", "--lake", str(lake), "--corpus", str(tmp_path), "--port", "3005"]) == 0

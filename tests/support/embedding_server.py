@@ -134,7 +134,7 @@ class EmbeddingServer:
                     )
                     fault = server.faults.popleft() if server.faults else None
                     fail_images = server.fail_images
-                if self.path != "/v1/embeddings":
+                if self.path.split("?")[0] != "/v1/embeddings":  # a query string (?api-key=) is allowed
                     return self._reply(404, {"error": f"no route {self.path}"})
                 if fault == "429":
                     return self._reply(429, {"error": "rate limited"}, {"Retry-After": "1"})

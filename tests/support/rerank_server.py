@@ -91,7 +91,7 @@ def _handler(server: RerankServer) -> type[BaseHTTPRequestHandler]:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                status, payload = server.answer(self.path, headers, body)
+                status, payload = server.answer(self.path.split("?")[0], headers, body)  # ?api-key= allowed
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

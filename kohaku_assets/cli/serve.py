@@ -1,0 +1,70 @@
+"""`kohaku serve`: the ask page, the JSON API and the OpenAI-compatible endpoint over the lake."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+
+from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.runner import PROCESS_MODELS
+from kohaku_rag.answering.config_folder import config_files, configs_dir
+from kohaku_rag.http_retry import check_api_key_env
+from kohaku_rag.serving.app import build_app
+from kohaku_rag.serving.settings import ServeSettings, check_exposure
+
+
+def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[ServeSettings, str | None]:
+    """The server's settings and the warning to print (ValueError when refused)."""
+    key = None
+    if args.api_key_env:
+        check_api_key_env(args.api_key_env)
+        key = os.environ.get(args.api_key_env, "")
+        if not key:
+            raise ValueError(f"--api-key-env {args.api_key_env}: the variable is not set or empty")
+    warning = check_exposure(args.host, key, args.no_auth)
+    settings.index_config()  # a different --index-config is refused, as everywhere
+    if args.config and args.config != "default" and args.config not in config_files(configs_dir(settings.lake)):
+        raise ValueError(f"--config {args.config}: no {args.config}.toml or .json in {configs_dir(settings.lake)}")
+    served = ServeSettings(
+        lake=Path(settings.lake.root), config=args.config, api_key=key, cors_origin=args.cors or None
+    )
+    return served, warning
+
+
+def cmd_serve(args: argparse.Namespace, settings: KohakuSettings) -> int:
+    served, warning = serve_settings(args, settings)
+    if warning:
+        print(warning, file=sys.stderr)
+    app = build_app(served, PROCESS_MODELS)
+    print(f"kohaku serve: http://{args.host}:{args.port}/ for the lake {served.lake} (Ctrl-C stops)")
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    return 0
+
+
+def add_parser(
+    sub: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    settings_of: Callable[[argparse.Namespace], KohakuSettings],
+) -> None:
+    p = sub.add_parser(
+        "serve", parents=[common], help="serve the ask page, a JSON API and an OpenAI-compatible endpoint"
+    )
+    p.add_argument("--config", default=None, help="the config a request without one gets (default: 'default')")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this machine only)")
+    p.add_argument("--port", type=int, default=8008, help="port (default: %(default)s)")
+    p.add_argument(
+        "--api-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding the key clients send as 'Authorization: Bearer <key>'",
+    )
+    p.add_argument(
+        "--no-auth", action="store_true", help="allow a non-loopback --host without a key (prints a warning)"
+    )
+    p.add_argument("--cors", default=None, metavar="ORIGIN", help="allow cross-origin calls from this one origin")
+    p.set_defaults(func=lambda args: cmd_serve(args, settings_of(args)))

@@ -1,0 +1,169 @@
+"""`kohaku doctor`: check a whole lake, say what is wrong and how it is fixed.
+
+Everything in a lake is derived from the corpus, except what a person decided (configs,
+the index settings): the per-document tables are the record, the indexes and answering
+tables are built from them. So every finding here has a fix that loses nothing: a table
+that can't be read is set aside and recomputed, an index that differs from the rows is
+re-assembled from them, a leftover of a killed write is deleted. `repair_lake` applies the
+fixes that need no corpus; re-indexing (`kohaku index`, which `kohaku doctor --repair` runs
+afterwards) does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from kohaku_rag.indexing import assembly
+from kohaku_rag.indexing import steps as ix
+from kohaku_rag.indexing.failures import recorded_failure
+from kohaku_rag.lake import Lake, unreadable_reason
+from kohaku_rag.lake_lock import LOCK_FILE, current_holder, is_alive
+from kohaku_rag.stores.vectors import check_store
+
+__all__ = ["Finding", "check_lake", "repair_lake"]
+
+# The per-document tables a document's rebuild reads back (its index rows are what search uses).
+_INTERMEDIATE = (ix.SOURCES, ix.TREES, ix.CAPTIONS, ix.LEAF_EMBEDDINGS, ix.NODE_EMBEDDINGS)
+# Leftovers of writes that were killed: atomic writes' temporary files and a store built beside.
+_LEFTOVER_SUFFIXES = (".tmp", ".building", ".building-wal", ".building-shm")
+
+
+@dataclass(frozen=True)
+class Finding:
+    area: str  # "table", "index", "leftover", "failure", "lock", "runs"
+    subject: str  # the file, index or document it is about
+    problem: str
+    fix: str
+    repairable: bool  # `repair_lake` (or the re-index after it) fixes it
+
+
+def check_lake(lake: Lake, corpus: Path | None = None) -> list[Finding]:
+    """Every finding in the lake: unreadable tables, leftovers, indexes that differ from the
+    rows, remembered document failures, a lock left by a process that died."""
+    if not lake.root.exists():
+        return [Finding("lake", str(lake.root), "no such folder", "`kohaku index --corpus DIR` builds a lake", False)]
+    return [
+        *_unreadable_tables(lake),
+        *_leftovers(lake),
+        *_indexes(lake, corpus),
+        *_failures(lake),
+        *_lock(lake),
+    ]
+
+
+def repair_lake(lake: Lake) -> list[str]:
+    """Apply the fixes that need no corpus and no model; returns one line per action.
+    Unreadable tables are renamed aside (`.unreadable`), so the next run recomputes them. A
+    document's intermediate table (its tree, captions, vectors) is only read when the
+    document is rebuilt, so its index rows are set aside too: the next `kohaku index`
+    rebuilds that document (its readable steps are reused) instead of skipping it."""
+    done: list[str] = []
+    for finding in _unreadable_tables(lake):
+        path = Path(finding.subject)
+        done.append(f"moved {path} aside to {_set_aside(path)}: {finding.problem}")
+        if path.parent.name in _INTERMEDIATE and path.parent.parent == lake.root:
+            rows = lake.table(ix.INDEX_ROWS, path.stem)
+            if rows.exists():
+                done.append(f"moved {rows} aside to {_set_aside(rows)}: {path.stem} is rebuilt")
+    for finding in _leftovers(lake):
+        Path(finding.subject).unlink(missing_ok=True)
+        done.append(f"deleted {finding.subject}: {finding.problem}")
+    return done
+
+
+def _set_aside(path: Path) -> str:
+    aside = path.with_name(path.name + ".unreadable")
+    os.replace(path, aside)
+    return aside.name
+
+
+def _parquet_files(lake: Lake) -> list[Path]:
+    return sorted(p for p in lake.root.rglob("*.parquet") if ".dagster" not in p.relative_to(lake.root).parts)
+
+
+def _unreadable_tables(lake: Lake) -> list[Finding]:
+    found = []
+    for path in _parquet_files(lake):
+        why = unreadable_reason(path)
+        if why is not None:
+            found.append(Finding("table", str(path), f"can't be read ({why})", "set aside and recomputed", True))
+    return found
+
+
+def _leftovers(lake: Lake) -> list[Finding]:
+    found = []
+    for path in sorted(lake.root.rglob(".*")):
+        if path.is_file() and path.name.endswith(_LEFTOVER_SUFFIXES) and ".dagster" not in path.parts:
+            found.append(Finding("leftover", str(path), "left by a write that was killed", "deleted", True))
+    return found
+
+
+def _indexes(lake: Lake, corpus: Path | None) -> list[Finding]:
+    docs = lake.partitions(ix.INDEX_ROWS)
+    if not docs:
+        return []
+    found = []
+    health = check_store(lake.vectors_path)
+    if health.problem:
+        found.append(Finding("index", str(lake.vectors_path), health.problem, "rebuilt from the stored rows", True))
+    elif health.damaged:
+        found.append(
+            Finding(
+                "index",
+                str(lake.vectors_path),
+                f"rows of {len(health.damaged)} document(s) changed behind its back: {_few(list(health.damaged))}",
+                "rebuilt from the stored rows",
+                True,
+            )
+        )
+    lag = assembly.indexes_behind(lake, docs, corpus)
+    if lag.vectors and not health.problem and not health.damaged:
+        found.append(_behind(str(lake.vectors_path), lag.vectors))
+    if lag.bm25:
+        found.append(_behind(str(lake.bm25_path), lag.bm25))
+    if lag.aids:
+        found.append(_behind("search aids", lag.aids))
+    return found
+
+
+def _behind(subject: str, docs: list[str]) -> Finding:
+    return Finding("index", subject, f"differs from the stored rows for {_few(docs)}", "re-assembled", True)
+
+
+def _failures(lake: Lake) -> list[Finding]:
+    folder = lake.root / "failures"
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.exists() else []:
+        failure = recorded_failure(lake, path.stem)
+        if failure is not None:
+            found.append(
+                Finding(
+                    "failure",
+                    failure.doc_id,
+                    f"failed on {failure.at[:19]}: {failure.reason}",
+                    "fix the file (it is retried when it changes) or `kohaku index --retry-failed`",
+                    False,
+                )
+            )
+    return found
+
+
+def _lock(lake: Lake) -> list[Finding]:
+    holder = current_holder(lake.root)
+    if holder is None or is_alive(holder):
+        return []  # free, or a writer at work
+    return [
+        Finding(
+            "lock",
+            str(lake.root / LOCK_FILE),
+            f"left by {holder.describe()}, which ended without releasing it",
+            "none needed: the next writer takes it over",
+            False,
+        )
+    ]
+
+
+def _few(items: list[str], n: int = 5) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")

@@ -1,0 +1,58 @@
+"""Every failure reaches a client as JSON `{"error": {"message", "type", "code"}}` (the
+OpenAI shape, so chat clients show the message), never as a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """A request the server refuses or cannot answer: HTTP status, message, headers."""
+
+    def __init__(self, status: int, message: str, *, code: str = "", headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code or _CODES.get(status, "error")
+        self.headers = headers or {}
+
+
+_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    429: "queue_full",
+    502: "backend_error",
+}
+
+
+def error_response(status: int, message: str, code: str = "", headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": code or _CODES.get(status, "error"), "code": status}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def on_api_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.message, exc.code, exc.headers)
+
+
+async def on_http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    # The traceback goes to the server's log; the client learns only that it failed.
+    log.exception("error serving %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, f"internal error ({type(exc).__name__}); the server log has the details", "internal")
+
+
+HANDLERS = {ApiError: on_api_error, HTTPException: on_http_error, Exception: on_unexpected}

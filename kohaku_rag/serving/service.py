@@ -1,0 +1,322 @@
+"""Answering for the server: which configs exist, the queue in front of each LLM, the
+stored answers, and the answer as JSON.
+
+The lake is read through the public Python API (`kohaku_rag.open`, `Rag.ask`). A
+re-assembled index is picked up without a restart: the lake is reopened when its index
+settings change, and the model pool reopens the retriever when the index files change."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import pyarrow.parquet as pq
+
+import kohaku_rag as kr
+from kohaku_rag.answering.config_folder import config_files, configs_dir
+from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
+from kohaku_rag.errors import BackendError, KohakuError
+from kohaku_rag.lake import Lake, check_key
+from kohaku_rag.models import ModelPool
+from kohaku_rag.parse.sentences import split_sentences
+from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.serving.documents import Documents
+from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.gate import Gate
+from kohaku_rag.serving.served import append_served, stored_responses
+from kohaku_rag.serving.settings import ServeSettings
+from kohaku_rag.tree import NodeKind
+
+DEFAULT_CONFIG = "default"
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class NamedConfig:
+    name: str
+    config: QAConfig
+
+
+class AnswerService:
+    def __init__(self, settings: ServeSettings, models: ModelPool | None = None) -> None:
+        self.settings = settings
+        self.lake = Lake(settings.lake.resolve())
+        self.models = models or ModelPool()
+        self.documents = Documents(self.lake)
+        self._rag: tuple[int | None, kr.Rag] | None = None
+        self._gates: dict[tuple[str, str, str | None], Gate] = {}
+        self._stored: dict[tuple[str, str, str, str, str], dict[str, Any]] | None = None
+        self._index_version: tuple[tuple[int | None, ...], str] | None = None
+        self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- the lake
+
+    def rag(self) -> kr.Rag:
+        """The opened lake, reopened when its recorded index settings change."""
+        try:
+            stamp = self.lake.index_config_path.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        with self._lock:
+            if self._rag is None or self._rag[0] != stamp:
+                try:
+                    self._rag = (stamp, kr.Rag(self.lake, kr.open(self.lake.root).index_config, self.models))
+                except FileNotFoundError as exc:
+                    raise ApiError(503, str(exc), code="no_index") from exc
+            return self._rag[1]
+
+    def config_names(self) -> list[str]:
+        names = sorted(config_files(configs_dir(self.lake)))
+        return names if DEFAULT_CONFIG in names else [DEFAULT_CONFIG, *names]
+
+    def default_config(self) -> str:
+        return self.settings.config or DEFAULT_CONFIG
+
+    def named_config(self, name: str | None) -> NamedConfig:
+        """A config of the configs folder by name; `default` without a file is the defaults."""
+        name = name or self.default_config()
+        try:
+            check_key(name)
+        except ValueError as exc:
+            raise ApiError(400, f"config: {exc}") from exc
+        path = config_files(configs_dir(self.lake)).get(name)
+        if path is None:
+            if name == DEFAULT_CONFIG:
+                return NamedConfig(name, QAConfig())
+            raise ApiError(404, f"no config {name!r}; GET /api/configs lists them")
+        stamp = _mtime(path)
+        with self._lock:
+            held = self._configs.get(name)
+        if held is not None and held[0] == stamp:
+            return held[1]
+        try:
+            named = NamedConfig(name, load_qa_config(path))
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from exc
+        with self._lock:  # kept until the file changes (loading checks every key: ~0.1 s)
+            self._configs[name] = (stamp, named)
+        return named
+
+    def configs(self) -> list[dict[str, Any]]:
+        """Every config with its leaderboard scores (None where it was never scored)."""
+        scores: dict[str, dict[str, Any]] = {}
+        board = leaderboard_path(self.lake)
+        if board.exists():
+            for row in pq.read_table(board).to_pylist():
+                if "final" in row:
+                    scores[row["config"]] = row
+        out = []
+        for name in self.config_names():
+            row = scores.get(name, {})
+            out.append(
+                {
+                    "name": name,
+                    "default": name == self.default_config(),
+                    **{k: row.get(k) for k in ("final", "value", "ref", "na")},
+                }
+            )
+        return out
+
+    # ---------------------------------------------------------------- answering
+
+    def gate(self, cfg: QAConfig) -> Gate:
+        """One queue per LLM backend: the bundled model takes one prompt at a time."""
+        llm = cfg.generation.llm
+        key = (llm.backend, llm.model, llm.base_url)
+        with self._lock:
+            if key not in self._gates:
+                concurrency = 1 if llm.backend == "llama" else llm.max_concurrent
+                self._gates[key] = Gate(concurrency, self.settings.queue_size)
+            return self._gates[key]
+
+    def check_question(self, question: object) -> str:
+        if not isinstance(question, str) or not question.strip():
+            raise ApiError(400, "question: give a non-empty string")
+        if len(question) > self.settings.max_question_chars:
+            raise ApiError(400, f"question: {len(question)} characters, at most {self.settings.max_question_chars}")
+        return question.strip()
+
+    async def ask(
+        self, question: str, config: str | None, unit: str | None, progress: Progress, via: str = "api"
+    ) -> dict[str, Any]:
+        """The answer as JSON: from a stored answer at once when the same question was
+        answered with the same config and index, else through the config's queue. File and
+        model work runs in worker threads: the event loop only routes progress events."""
+        question = self.check_question(question)
+        unit = (unit or "is_blank").strip() or "is_blank"
+        if len(unit) > 100:
+            raise ApiError(400, "unit: at most 100 characters")
+        named, key, stored = await anyio.to_thread.run_sync(lambda: self._prepare(question, unit, config))
+        if stored is not None:
+            response = {**stored, "stored": True, "seconds": 0.0}
+            await anyio.to_thread.run_sync(lambda: self._keep(key, response, via))
+            progress({"stage": "done", "stored": True})
+            return response
+        loop = asyncio.get_running_loop()
+
+        def say(stage: str) -> None:  # from the answering thread
+            loop.call_soon_threadsafe(progress, {"stage": stage})
+
+        def answer() -> dict[str, Any]:
+            started = time.perf_counter()
+            try:
+                result = self.rag().ask(question, config=named.config, unit=unit, progress=say)
+            except BackendError as exc:
+                raise ApiError(502, f"the LLM failed: {exc}") from exc
+            except KohakuError as exc:
+                raise ApiError(500, f"answering failed: {exc}") from exc
+            response = self.response(result, named.name, time.perf_counter() - started)
+            self._keep(key, response, via)
+            return response
+
+        async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
+            response = await anyio.to_thread.run_sync(answer)
+        progress({"stage": "done", "stored": False})
+        return response
+
+    def _prepare(
+        self, question: str, unit: str, config: str | None
+    ) -> tuple[NamedConfig, tuple[str, str, str, str, str], dict[str, Any] | None]:
+        """The config, the stored-answer key (question, unit, config, its hash, the index
+        version) and the stored answer under it, if any."""
+        named = self.named_config(config)
+        self.rag()  # 503 when there is no index
+        key = (question, unit, named.name, named.config.generation_hash, self.index_version())
+        return named, key, self.stored().get(key)
+
+    def index_version(self) -> str:
+        """What the index holds (every document's index-rows version), recomputed only when
+        the assembled index files change on disk."""
+        stamp = tuple(_mtime(p) for p in (self.lake.vectors_path, self.lake.bm25_path))
+        with self._lock:
+            if self._index_version is not None and self._index_version[0] == stamp:
+                return self._index_version[1]
+        try:
+            version = index_fingerprint(self.lake)
+        except FileNotFoundError as exc:
+            raise ApiError(503, str(exc), code="no_index") from exc
+        with self._lock:
+            self._index_version = (stamp, version)
+        return version
+
+    def stored(self) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+        with self._lock:
+            if self._stored is None:
+                self._stored = stored_responses(self.lake)
+            return self._stored
+
+    def _keep(self, key: tuple[str, str, str, str, str], response: dict[str, Any], via: str) -> None:
+        question, unit, config, config_hash, index_version = key
+        if not response["stored"]:
+            self.stored()[key] = response
+        row = {
+            "time": datetime.now(UTC),
+            "question": question,
+            "unit": unit,
+            "config": config,
+            "config_hash": config_hash,
+            "index_version": index_version,
+            "answer": response["answer"],
+            "value": response["value"],
+            "refs": response["refs"],
+            "is_blank": response["is_blank"],
+            "seconds": response["seconds"],
+            "stored": response["stored"],
+            "via": via,
+            "response": json.dumps(response),
+        }
+        append_served(self.lake, row)
+
+    def response(self, result: kr.AskResult, config: str, seconds: float) -> dict[str, Any]:
+        pred = result.prediction
+        return {
+            "question": result.question,
+            "answer": result.answer,
+            "value": result.value,
+            "unit": result.unit,
+            "refs": list(result.refs),
+            "explanation": result.explanation,
+            "is_blank": result.is_blank,
+            "cited": [self.citation(item, result.value) for item in result.cited],
+            "context": [self.context_item(i) for i in pred.context],
+            "raw": [{"kind": d.get("kind"), "attempt": d.get("attempt"), "reply": d.get("reply")} for d in pred.debug],
+            "seconds": round(seconds, 3),
+            "config": config,
+            "stored": False,
+        }
+
+    def context_item(self, item: ContextItem) -> dict[str, Any]:
+        return {
+            "doc_id": item.doc_id,
+            "node_id": item.node_id,
+            "kind": item.kind,
+            "page": item.page,
+            "score": round(item.score, 6),
+            "text": item.text,
+            "title": item.doc_title or self._title(item.doc_id),
+        }
+
+    def citation(self, item: ContextItem, value: str) -> dict[str, Any]:
+        """A cited snippet with its document's title and URL, the sentence that states the
+        value (`quote`) and that sentence's node (what a page highlight marks)."""
+        quote, sentence_id = self._quote(item, value)
+        title, url = self._title_url(item.doc_id)
+        return {
+            "doc_id": item.doc_id,
+            "node_id": item.node_id,
+            "sentence_id": sentence_id,
+            "page": item.page,
+            "title": title,
+            "url": url,
+            "text": item.text,
+            "quote": quote,
+        }
+
+    def _quote(self, item: ContextItem, value: str) -> tuple[str, str]:
+        try:
+            sentences = [n for n in self.documents.sentences(item.doc_id, item.node_id) if n.kind is NodeKind.SENTENCE]
+        except ApiError:
+            sentences = []
+        if sentences:
+            stating = [s for s in sentences if _states(s.text, value)] or [s for s in sentences if s.text in item.marks]
+            best = (stating or sentences)[0]
+            return best.text, best.node_id
+        parts = split_sentences(item.text) or [item.text]
+        stating_text = [s for s in parts if _states(s, value)]
+        return (stating_text or parts)[0], item.node_id
+
+    def _title_url(self, doc_id: str) -> tuple[str, str]:
+        try:
+            info = self.documents.info(doc_id)
+        except ApiError:
+            return doc_id, ""
+        return info.title, info.url
+
+    def _title(self, doc_id: str) -> str:
+        return self._title_url(doc_id)[0]
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _states(sentence: str, value: str) -> bool:
+    """Whether a sentence states the value as a whole number or word ("0.18", not the "1"
+    inside "2018"); a blank or true/false value (1/0) states nothing quotable."""
+    if not value or value in ("is_blank", "0", "1"):
+        return False
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", sentence) is not None
