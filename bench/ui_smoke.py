@@ -4,6 +4,7 @@ GraphQL API and a headless Chromium, and time what a user does there.
     python bench/ui_smoke.py                      # prints seconds per step and a screenshot folder
     python bench/ui_smoke.py --work /tmp/ui-smoke --port 3111
     python bench/ui_smoke.py --code /path/to/other/checkout --only materialize   # e.g. an older commit
+    python bench/ui_smoke.py --code /tmp/old-checkout --no-configs-sensor  # an older commit's timings
 
 Steps, each timed from the click (the GraphQL mutation the UI sends) to the end:
   0. `kohaku demo --no-ask` builds a lake from the CLI; the UI must list those runs under
@@ -12,8 +13,17 @@ Steps, each timed from the click (the GraphQL mutation the UI sends) to the end:
   a. materialize one document partition: a run of `index_document` launched from the UI;
   b. a backfill of the `answer_config` job for one config partition (a config whose LLM is
      a fake OpenAI-compatible server started here, on 127.0.0.1);
+  a2. click → searchable: a new document's partition added and materialized from the UI,
+     timed until `kohaku search` returns it (the indexes re-assemble by automation);
+  b. a backfill of the `answer_config` job for one config partition (a config whose LLM is
+     a fake OpenAI-compatible server started here, on 127.0.0.1), then click → leaderboard:
+     until `qa/leaderboard.parquet` lists the config (refreshed by automation);
   c. turn on `corpus_sensor`, drop a new Markdown document into the corpus, and wait until
-     `kohaku search` (the CLI, same lake) returns it.
+     `kohaku search` (the CLI, same lake) returns it;
+  d. the lineage: `retrievals` downstream of the three indexes, and after c's re-index the
+     config's answering assets shown stale (their index changed) while no run started for them;
+  e. turn on `configs_sensor` with configs that were there before (`default`, `smoke`):
+     nothing is launched for them; a config added afterwards is run.
 Screenshots of the Overview timeline, the runs, the job's runs and an asset page are written
 under the printed folder; the rendered DOM of each is checked for what must be there.
 Exits 1 if any run failed, a step timed out, a page lacks what it must show, or the new
@@ -47,6 +57,10 @@ NEW_DOC = """# Immersion cooling at the Zephyrine site
 
 The Zephyrine data hall moved its training racks to single-phase immersion cooling in 2024.
 Pump and dry-cooler power fell to 4 percent of the IT load, from 31 percent with chilled air.
+"""
+UI_DOC = """# Halvorsen wind farm supply
+
+The Halvorsen campus buys the output of a 48 megawatt wind farm under a fifteen-year contract.
 """
 QUESTIONS = [
     ("q1", "How much energy does training a large model use?", "MWh"),
@@ -249,6 +263,34 @@ class UI:
         )["partitionBackfillOrError"]
         return str(data.get("status", data["__typename"]))
 
+    def asset_node(self, asset: str, fields: str) -> dict[str, Any]:
+        data = self.gql(
+            "query($k: AssetKeyInput!) { assetNodeOrError(assetKey: $k) { __typename ... on AssetNode { "
+            + fields
+            + " } } }",
+            k={"path": [asset]},
+        )["assetNodeOrError"]
+        return dict(data)
+
+    def stale(self, asset: str, partition: str) -> tuple[str, list[str]]:
+        """The asset partition's stale status, as the asset graph shows it, and the causes."""
+        node = self.asset_node(
+            asset,
+            "staleStatusByPartition(partitions: [$p]) staleCausesByPartition(partitions: [$p]) "
+            "{ reason key { path } dependency { path } }".replace("$p", json.dumps(partition)),
+        )
+        causes = (node.get("staleCausesByPartition") or [[]])[0]
+        return str((node.get("staleStatusByPartition") or ["?"])[0]), [c["reason"] for c in causes]
+
+    def sensor_ticks(self, name: str) -> list[dict[str, Any]]:
+        data = self.gql(
+            """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename
+                ... on Sensor { sensorState { ticks(limit: 5) { status skipReason runKeys
+                logEvents { events { message } } } } } } }""",
+            s={**self.repo_selector, "sensorName": name},
+        )["sensorOrError"]
+        return list(data.get("sensorState", {}).get("ticks", []))
+
     def start_sensor(self, name: str) -> None:
         data = self.gql(
             """mutation($s: SensorSelector!) { startSensor(sensorSelector: $s) { __typename
@@ -332,12 +374,45 @@ def searchable(code: Path, lake: Path, corpus: Path, word: str, doc_id: str) -> 
     return any(item["doc_id"] == doc_id for item in json.loads(out.stdout or "[]"))
 
 
+def wait_searchable(code: Path, lake: Path, corpus: Path, word: str, doc_id: str, timeout: float = 420) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if searchable(code, lake, corpus, word, doc_id):
+            return True
+        time.sleep(1)
+    return False
+
+
+def on_leaderboard(lake: Path, config: str) -> bool:
+    import pyarrow.parquet as pq
+
+    path = lake / "qa" / "leaderboard.parquet"
+    try:
+        return config in pq.read_table(path, columns=["config"]).column("config").to_pylist()
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+def wait_leaderboard(lake: Path, config: str, timeout: float = 300) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if on_leaderboard(lake, config):
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=None, help="folder for the lake, corpus and screenshots")
     parser.add_argument("--port", type=int, default=3111)
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout whose `kohaku` runs (default: this one)")
     parser.add_argument("--only", choices=["materialize"], help="stop after step a (to time an older checkout)")
+    parser.add_argument(
+        "--no-configs-sensor",
+        action="store_true",
+        help="skip step e (an older checkout's configs_sensor starts `default`, a long run of the bundled LLM)",
+    )
     args = parser.parse_args()
     work = (args.work or Path(tempfile.mkdtemp(prefix="ui-smoke-"))).resolve()
     lake, corpus, shots = work / "lake", work / "corpus", work / "screenshots"
@@ -394,6 +469,17 @@ def main() -> int:
             checks.check("sample_gpu_energy" in dom, "browser: the run's page names its partition")
 
             if args.only != "materialize":
+                print("a2. click → searchable: a new document materialized from the UI", flush=True)
+                (corpus / "halvorsen_wind.md").write_text(UI_DOC)
+                ui.add_partition("documents", "halvorsen_wind")
+                t0 = time.perf_counter()
+                run_id = ui.launch("index_document", "halvorsen_wind")
+                status = ui.wait_run(run_id)
+                seconds["a2. click → run done (new document)"] = time.perf_counter() - t0
+                found = wait_searchable(code, lake, corpus, "Halvorsen wind farm", "halvorsen_wind")
+                seconds["a2. click → searchable (new document)"] = time.perf_counter() - t0
+                checks.check(status == "SUCCESS" and found, f"new document from the UI: {status}, searchable {found}")
+
                 print("b. backfill a config", flush=True)
                 t0 = time.perf_counter()
                 ui.add_partition("configs", "smoke")
@@ -406,6 +492,9 @@ def main() -> int:
                         break
                     time.sleep(1)
                 seconds["b. backfill answer_config[smoke]"] = time.perf_counter() - t0
+                listed = wait_leaderboard(lake, "smoke")
+                seconds["b. click → leaderboard lists smoke"] = time.perf_counter() - t0
+                checks.check(listed, "the leaderboard lists the backfilled config")
                 runs = ui.runs(tags={"dagster/backfill": backfill_id})
                 checks.check(
                     state.startswith("COMPLETED") and bool(runs) and all(r["status"] == "SUCCESS" for r in runs),
@@ -427,6 +516,48 @@ def main() -> int:
                 checks.check(found, "kohaku search returns the new document")
                 browse(f"{ui.base}/assets/vector_index", shots / "c-vector_index.png")
                 browse(f"{ui.base}/runs", shots / "c-runs.png")
+
+                print("d. the lineage, and answers older than the index", flush=True)
+                deps = ui.asset_node("retrievals", "dependencyKeys { path }").get("dependencyKeys", [])
+                upstream = {"/".join(d["path"]) for d in deps}
+                checks.check(
+                    {"vector_index", "bm25_index", "search_aids"} <= upstream,
+                    f"retrievals depends on the indexes ({sorted(upstream)})",
+                )
+                browse(f"{ui.base}/assets/retrievals?view=lineage&lineageScope=upstream", shots / "d-lineage.png")
+                before = len(ui.runs(job="answer_config"))
+                status_causes: tuple[str, list[str]] = ("?", [])
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    status_causes = ui.stale("retrievals", "smoke")
+                    if status_causes[0] == "STALE":
+                        break
+                    time.sleep(2)
+                checks.check(status_causes[0] == "STALE", f"retrievals[smoke] after the re-index: {status_causes}")
+                browse(f"{ui.base}/assets/retrievals?partition=smoke", shots / "d-retrievals-stale.png")
+                browse(f"{ui.base}/asset-groups/answering", shots / "d-answering-group.png")
+                after = len(ui.runs(job="answer_config"))
+                checks.check(after == before, f"no answer_config run started by the re-index ({before} → {after})")
+
+            if args.only != "materialize" and not args.no_configs_sensor:
+                print("e. configs_sensor turned on with old configs present", flush=True)
+                ui.start_sensor("configs_sensor")
+                t0 = time.perf_counter()
+                ticks: list[dict[str, Any]] = []
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and not ticks:
+                    time.sleep(2)
+                    ticks = [t for t in ui.sensor_ticks("configs_sensor") if t["status"] != "STARTED"]
+                launched = [
+                    r
+                    for r in ui.runs(job="answer_config")
+                    if {"key": "dagster/partition", "value": "default"} in r["tags"]
+                ]
+                checks.check(bool(ticks) and not launched, f"nothing launched for `default` ({len(launched)} runs)")
+                logs = [e["message"] for t in ticks for e in (t.get("logEvents") or {}).get("events", [])]
+                print(f"  first tick: {ticks[:1]}; log: {logs[:3]}", flush=True)
+                browse(f"{ui.base}/locations/{ui.location}/sensors/configs_sensor", shots / "e-configs_sensor.png")
+                seconds["e. configs_sensor first tick"] = time.perf_counter() - t0
 
             dom = browse(f"{ui.base}/overview/activity/timeline", shots / "z-overview-timeline.png")
             checks.check("No runs" not in dom, "browser: Overview timeline at the end")

@@ -20,7 +20,12 @@ automation_sensor = AutomationConditionSensorDefinition(
     "default_automation_condition_sensor",
     target=AssetSelection.all(),
     default_status=DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
+    # Dagster 1.13 runs what automation requests as asset materializations, not as one of the
+    # named jobs: the tag lets the Runs page filter them (kohaku/trigger=automation).
+    run_tags={"kohaku/trigger": "automation"},
+    # Dagster's sensor loop runs every 5 s; evaluating these conditions takes ~0.1 s on a lake
+    # (bench/ui_smoke.py: click → searchable and click → leaderboard shortened by up to 25 s).
+    minimum_interval_seconds=5,
     description="Evaluates the assets' automation conditions: re-assembles the indexes after document runs "
     "and refreshes the leaderboard after scores change (runs from the CLI, the sensors or a UI backfill).",
 )

@@ -2,8 +2,7 @@
 
 import warnings
 
-from dagster import AssetCheckSpec, DynamicPartitionsDefinition, PartitionsDefinition
-from dagster._utils.warnings import PreviewWarning
+from dagster import AssetCheckSpec, DynamicPartitionsDefinition, PartitionsDefinition, PreviewWarning
 
 # One partition per document id; the corpus sensor and `kohaku index` add and delete them.
 DOCUMENTS = "documents"

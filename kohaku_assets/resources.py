@@ -22,7 +22,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # the UI's in-process runs and the CLI's runs share them (the embedded LLM loads once).
 PROCESS_MODELS = ModelPool()
 
-__all__ = ["PROCESS_MODELS", "REPO_ROOT", "KohakuSettings", "ModelPool", "default_corpus", "default_lake"]
+__all__ = ["PROCESS_MODELS", "REPO_ROOT", "KohakuSettings", "ModelPool", "default_corpus", "default_lake", "lake_path"]
 
 
 def default_lake() -> str:
@@ -31,6 +31,12 @@ def default_lake() -> str:
 
 def default_corpus() -> str:
     return os.environ.get("KOHAKU_CORPUS", str(Path(default_lake()) / "sample_corpus"))
+
+
+def lake_path(*parts: str) -> str:
+    """A path in the lake this code location serves (`KOHAKU_LAKE`, which `kohaku ui` sets),
+    for the descriptions the UI shows."""
+    return str(Path(default_lake()).resolve().joinpath(*parts))
 
 
 class KohakuSettings(ConfigurableResource):

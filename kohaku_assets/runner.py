@@ -35,16 +35,21 @@ from dagster import (
     RunsFilter,
     in_process_executor,
 )
-from dagster._core.definitions.job_base import InMemoryJob
-from dagster._core.definitions.reconstruct import ReconstructableRepository
-from dagster._core.execution.api import create_execution_plan, execute_run
-from dagster._core.execution.execute_in_process import merge_run_tags
-from dagster._core.execution.execution_result import ExecutionResult
-from dagster._core.remote_origin import CodeLocationOrigin, RegisteredCodeLocationOrigin, RemoteRepositoryOrigin
-from dagster._core.storage.tags import GRPC_INFO_TAG
-from dagster._core.workspace.load import location_origins_from_yaml_paths
 
 from kohaku_assets import cluster
+from kohaku_assets.dagster_private import (
+    GRPC_INFO_TAG,
+    CodeLocationOrigin,
+    ExecutionResult,
+    InMemoryJob,
+    ReconstructableRepository,
+    RegisteredCodeLocationOrigin,
+    RemoteRepositoryOrigin,
+    create_execution_plan,
+    execute_run,
+    location_origins_from_yaml_paths,
+    merge_run_tags,
+)
 from kohaku_assets.definitions import defs
 from kohaku_assets.jobs import (
     answer_config_job,
@@ -92,6 +97,21 @@ run_monitoring:
 """
 # What earlier versions wrote; replaced by INSTANCE_YAML (a file edited by hand is kept).
 _OLD_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
+# A run launched from the UI, a sensor, the automation sensor or a backfill waits in the run
+# queue until the daemon looks again: every 5 s by Dagster's default, ~1 s here (a lake's
+# queue is short, and looking costs a query). bench/ui_smoke.py times click → searchable.
+QUEUE_YAML = "  dequeue_interval_seconds: 1\n"
+
+
+def instance_yaml() -> str:
+    """The lake's dagster.yaml: INSTANCE_YAML, the cluster's storage and queue limits when
+    `KOHAKU_DAGSTER_PG` is set, and the run queue's dequeue interval."""
+    extra = cluster.instance_yaml_extra()
+    if "run_queue:\n" in extra:
+        return INSTANCE_YAML + extra.replace("run_queue:\n", "run_queue:\n" + QUEUE_YAML, 1)
+    return INSTANCE_YAML + extra + "run_queue:\n" + QUEUE_YAML
+
+
 # Tags naming the process that runs a CLI run, so a later run can tell it died.
 PID_TAG, HOST_TAG = "kohaku/pid", "kohaku/host"
 
@@ -103,8 +123,16 @@ def instance_for(lake_root: Path) -> DagsterInstance:
     config = home / "dagster.yaml"
     # KOHAKU_DAGSTER_PG moves runs, event logs and schedules to PostgreSQL (kohaku_assets.cluster);
     # a file we wrote follows it, a file edited by hand is kept.
-    wanted = INSTANCE_YAML + cluster.instance_yaml_extra()
-    ours = ("", _OLD_INSTANCE_YAML, INSTANCE_YAML, INSTANCE_YAML + cluster.postgres_yaml())
+    wanted = instance_yaml()
+    with_queue = "run_queue:\n" + QUEUE_YAML
+    earlier = (INSTANCE_YAML, INSTANCE_YAML + cluster.postgres_yaml())  # before the dequeue interval
+    ours = (
+        "",
+        _OLD_INSTANCE_YAML,
+        *earlier,
+        INSTANCE_YAML + with_queue,
+        INSTANCE_YAML + cluster.postgres_yaml().replace("run_queue:\n", with_queue, 1),
+    )
     current = config.read_text(encoding="utf-8") if config.exists() else ""
     if current in ours and current != wanted:
         write_bytes_atomic(config, wanted.encode())

@@ -4,6 +4,7 @@ partitions. Each reads the lake and folders from the `settings` resource."""
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from dagster import (
@@ -20,9 +21,8 @@ from dagster import (
     SkipReason,
     sensor,
 )
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
-from dagster._core.storage.tags import RUN_KEY_TAG
 
+from kohaku_assets.dagster_private import RUN_KEY_TAG, UnresolvedAssetJobDefinition
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, SWEEPS, configs, documents, ensemble_specs, sweeps
 from kohaku_assets.resources import KohakuSettings
@@ -31,6 +31,7 @@ from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.config_files import stable_hash
+from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_members, write_members
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
@@ -151,6 +152,47 @@ def sensor_plan(
     return add, delete, run
 
 
+@dataclass(frozen=True)
+class FolderCursor:
+    """A folder sensor's cursor: each file's hash when it was last seen, and when the sensor
+    was (last) turned on. A tick whose sensor was turned on since is a baseline: the files
+    already there are recorded, not run, so turning the sensor on never starts a long run
+    nobody asked for (the bundled model answering `default` takes ~30 minutes)."""
+
+    versions: dict[str, str]
+    started: float | None
+
+    @staticmethod
+    def parse(raw: str | None, started: float | None) -> "FolderCursor | None":
+        """None: no cursor yet (a baseline tick). A cursor of an earlier version (the bare
+        hashes) continues as if the sensor had been on since."""
+        if not raw:
+            return None
+        data = json.loads(raw)
+        if "versions" not in data:
+            return FolderCursor(data, started)
+        return FolderCursor(data["versions"], data.get("started"))
+
+    def dump(self) -> str:
+        return json.dumps({"versions": self.versions, "started": self.started}, sort_keys=True)
+
+
+def baseline_message(folder: Path, names: Sequence[str]) -> str:
+    return (
+        f"not run: {', '.join(names)} (in {folder} when the sensor was turned on; it runs files added or "
+        f"changed from now on). Run one with `kohaku eval --config NAME` or materialize its partition in the UI."
+    )
+
+
+def _estimate_line(settings: KohakuSettings, key: str, path: Path) -> str:
+    """What a config's run will cost (LLM calls not stored yet × measured seconds per call),
+    logged before the sensor requests it."""
+    try:
+        return f"{key}: estimate {estimate(settings.lake, [load_qa_config(path)]).summary()}"
+    except (ValueError, OSError) as exc:  # no index yet, an unreadable question file
+        return f"{key}: no estimate ({exc})"
+
+
 def folder_sensor(
     name: str,
     partitions: DynamicPartitionsDefinition,
@@ -160,11 +202,14 @@ def folder_sensor(
     description: str,
     validate: Callable[[Path], object] = lambda _path: None,
     run_elsewhere: Callable[[KohakuSettings], set[str]] = lambda _settings: set(),
+    cost: Callable[[KohakuSettings, str, Path], str] | None = None,
 ) -> SensorDefinition:
-    """A sensor keeping one partition per file of a folder, running new and edited files.
-    A file that `validate` refuses (a ValueError naming the file, line and key) is not run:
-    the sensor logs the error and runs it once the file changes again. Files named by
-    `run_elsewhere` (a sweep's members, which `sweeps_sensor` runs) get a partition, no run."""
+    """A sensor keeping one partition per file of a folder, running files added or edited
+    after it was turned on (see FolderCursor; the first tick registers every file and runs
+    none, saying so in its log). A file that `validate` refuses (a ValueError naming the
+    file, line and key) is not run: the sensor logs the error and runs it once the file
+    changes again. Files named by `run_elsewhere` (a sweep's members, which `sweeps_sensor`
+    runs) get a partition, no run. `cost` logs each run's estimate before it is requested."""
 
     @sensor(
         name=name,
@@ -176,13 +221,23 @@ def folder_sensor(
     def _sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
         folder = configs_dir(settings.lake)
         registered = set(context.instance.get_dynamic_partitions(str(partitions.name)))
-        # The cursor holds each file's content hash when it was last requested.
-        cursor = json.loads(context.cursor) if context.cursor else {}
-        versions = {key: file_sha(path) for key, path in files_of(folder).items()}
-        add, delete, run = sensor_plan(versions, registered, cursor)
+        started = context.last_sensor_start_time
+        cursor = FolderCursor.parse(context.cursor, started)
+        files = files_of(folder)
+        versions = {key: file_sha(path) for key, path in files.items()}
+        if cursor is None or cursor.started != started:  # turned on (again) since the last tick
+            add, delete, _ = sensor_plan(versions, registered, {})
+            if versions:
+                context.log.info(baseline_message(folder_of(folder), sorted(versions)))
+            return SensorResult(
+                dynamic_partitions_requests=_partition_requests(partitions, add, delete),
+                cursor=FolderCursor(versions, started).dump(),
+                skip_reason=f"turned on: {len(versions)} file(s) already in {folder_of(folder)} recorded, not run "
+                "(files added or changed from now on are run)",
+            )
+        add, delete, run = sensor_plan(versions, registered, cursor.versions)
         if not (add or delete or run):
             return SkipReason(f"nothing in {folder_of(folder)} changed")
-        files = files_of(folder)
         refused = []
         for key in run:
             try:
@@ -192,12 +247,15 @@ def folder_sensor(
                 refused.append(key)
         others = run_elsewhere(settings)
         run = [key for key in run if key not in refused and key not in others]
+        if cost is not None:
+            for key in run:
+                context.log.info(cost(settings, key, files[key]))
         return SensorResult(
             run_requests=[
                 RunRequest(run_key=f"{key}:{versions[key]}", partition_key=key, job_name=job.name) for key in run
             ],
             dynamic_partitions_requests=_partition_requests(partitions, add, delete),
-            cursor=json.dumps(versions, sort_keys=True),
+            cursor=FolderCursor(versions, started).dump(),
         )
 
     return _sensor
@@ -209,10 +267,12 @@ configs_sensor = folder_sensor(
     answer_config_job,
     config_files,
     lambda folder: folder,
-    "Watches the configs folder: one partition per config file; runs new and edited ones (a sweep's members: "
-    "sweeps_sensor runs them).",
+    "Watches the configs folder: one partition per config file; runs the files added or edited after it was "
+    "turned on, logging each run's cost estimate first (the configs already there are registered, not run; "
+    "a sweep's members: sweeps_sensor runs them).",
     load_qa_config,
     lambda settings: sweep_members(settings.lake),
+    _estimate_line,
 )
 ensemble_specs_sensor = folder_sensor(
     "ensemble_specs_sensor",
@@ -220,7 +280,8 @@ ensemble_specs_sensor = folder_sensor(
     cross_ensemble_job,
     ensemble_files,
     ensembles_dir,
-    "Watches the configs folder's ensembles/: one partition per spec file; runs new and edited ones.",
+    "Watches the configs folder's ensembles/: one partition per spec file; runs the files added or edited "
+    "after it was turned on.",
     load_ensemble_spec,
 )
 

@@ -28,9 +28,10 @@ from dagster import (
     asset,
 )
 
+from kohaku_assets.assets.indexes import INDEXES
 from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
 from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
-from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import Prediction
@@ -127,10 +128,14 @@ def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
 
 @asset(
     **COMMON,
-    deps=[question_set],
+    # The indexes are upstream: a re-index shows every config's answers as stale in the UI
+    # (their stored tables are keyed by the index, so their next run recomputes), and no
+    # automation condition starts an LLM run for it.
+    deps=[question_set, *INDEXES],
     kinds={"parquet", "python"},
     code_version=str(CONFIG_VERSION),
-    description="Planned queries and retrieved context per question, stored by retrieval hash.",
+    description="Planned queries and retrieved context per question, stored by retrieval hash "
+    "(the config's retrieval settings, its question file and the index it searched).",
 )
 @lake_writer
 def retrievals(
@@ -356,8 +361,8 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     deps=[ensembles],
     kinds={"csv", "python"},
     code_version=str(CONFIG_VERSION),
-    description="The ensemble as a WattBot submission CSV: `LAKE/qa/submissions/CONFIG.csv` "
-    "(LAKE: the lake folder; CONFIG: the partition).",
+    description=f"The ensemble as a WattBot submission CSV: `{lake_path('qa', 'submissions')}/CONFIG.csv` "
+    "(CONFIG: the partition).",
 )
 @lake_writer
 def submission(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:

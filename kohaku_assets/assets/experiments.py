@@ -22,7 +22,7 @@ from dagster import (
 from kohaku_assets.assets.indexes import after_deps_update
 from kohaku_assets.assets.leaderboard import leaderboard
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, sweeps
-from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_rag.experiments.report import Report, build_report, data_uri, render_html, render_markdown, table
 from kohaku_rag.experiments.sweep import sweep_of, write_text
 
@@ -59,7 +59,8 @@ def _table(report: Report) -> MetadataValue:
     code_version="1",
     automation_condition=after_deps_update("refresh after the leaderboard"),
     description="A sweep's table (members, voted score, single-run mean ± sd over seeds, ensemble-size curve, "
-    "paired bootstrap interval vs the best, cost) and plots, from the leaderboard: `LAKE/qa/reports/SWEEP/`.",
+    "paired bootstrap interval vs the best, cost) and plots, from the leaderboard: "
+    f"`{lake_path('qa', 'reports')}/SWEEP/`.",
 )
 def sweep_report(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     lake = settings.lake

@@ -13,6 +13,7 @@ from dagster import (
     AssetCheckResult,
     AssetExecutionContext,
     AutomationCondition,
+    DataVersion,
     MaterializeResult,
     MetadataValue,
     ResourceParam,
@@ -26,13 +27,14 @@ from kohaku_assets.assets.documents import index_rows
 from kohaku_assets.partitions import INDEXING_GROUP, INDEXING_TAGS, OWNERS, check_spec, documents
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.writer_lock import lake_writer
+from kohaku_rag.config_files import stable_hash
 from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.expansions import EXTRACTOR_VERSION
 from kohaku_rag.indexing.index_config import record_index_config
 from kohaku_rag.models import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
-from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION
+from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION, BM25Index
 from kohaku_rag.stores.vectors import SCHEMA_VERSION
 
 
@@ -81,6 +83,15 @@ def documents_table(rows: list[tuple[str, int, str]]) -> MetadataValue:
     return MetadataValue.table(records=records, schema=DOCUMENTS_SCHEMA)
 
 
+def held_version(versions: dict[str, str]) -> DataVersion:
+    """An index's data version: what it holds (each document's version). For the vector
+    index it equals the index fingerprint stored answers are keyed by
+    (kohaku_rag.answering.store.index_fingerprint), the `index_version` of a leaderboard row.
+    The answering assets downstream show as stale when it changes (their next run recomputes;
+    nothing re-runs by itself)."""
+    return DataVersion(stable_hash([(d, v) for d, v in sorted(versions.items())]))
+
+
 INDEX_DESCRIPTION = (
     " Up to date when assembled after the latest index rows of every registered document; "
     "re-assembled by its automation condition (the default automation condition sensor is on)."
@@ -119,6 +130,7 @@ def vector_index(
     with open_vector_store(lake, embedder) as store:
         counts = {kind: store.count(kind) for kind in ("sentence", "paragraph")}
         per_doc = [(d.doc_id, d.n_nodes, d.updated_at[:19]) for d in store.documents()]
+        version = held_version(store.document_versions())
     # Every document's stored vectors must have the dimension the index is queried with.
     dims = {d: ix.stored_dim(lake, d) for d in registered}
     wrong = {d: n for d, n in dims.items() if n is not None and n != embedder.dim}
@@ -134,7 +146,9 @@ def vector_index(
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(lake.vectors_path)),
             "per_document": documents_table(per_doc),
+            "index_version": version.value,
         },
+        data_version=version,
         check_results=[
             AssetCheckResult(
                 check_name="index_dims_agree",
@@ -165,7 +179,8 @@ def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
             "tokenized_documents": len(stats.tokenized),
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(settings.lake.bm25_path)),
-        }
+        },
+        data_version=held_version(BM25Index.saved_versions(settings.lake.bm25_path) or {}),
     )
 
 
@@ -193,7 +208,9 @@ def search_aids_index(context: AssetExecutionContext, settings: KohakuSettings) 
             "extracted_documents": len(stats.extracted),
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(search_aids.expansions_path(settings.lake))),
-        }
+        },
+        # What stored retrievals that use the aids are keyed by.
+        data_version=DataVersion(search_aids.search_aids_fingerprint(settings.lake)),
     )
 
 

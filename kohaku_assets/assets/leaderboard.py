@@ -7,11 +7,11 @@ from kohaku_assets.assets.answering import scores
 from kohaku_assets.assets.ensembles import cross_ensemble
 from kohaku_assets.assets.indexes import after_deps_update
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS
-from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
-from kohaku_rag.lake import write_parquet_atomic
+from kohaku_rag.lake import Lake, write_parquet_atomic
 
 # eager() waits while any dep is missing: with one partition of `scores` or of
 # `cross_ensemble` never materialized (a spec not voted yet) it never fires.
@@ -27,18 +27,32 @@ REFRESH_WHEN = after_deps_update("refresh after any score update")
     code_version="1",
     automation_condition=REFRESH_WHEN,
     description="Every scored config and ensemble in one Parquet table: "
-    "`duckdb -c \"from 'LAKE/qa/leaderboard.parquet'\"` (LAKE: the lake folder). Up to date when "
+    f"`duckdb -c \"from '{lake_path('qa', 'leaderboard.parquet')}'\"`; each row's `index_version` is the "
+    "index its answers were retrieved from (the `vector_index` data version). Up to date when "
     "refreshed after the latest scores and cross-config ensembles (automation condition, sensor on).",
 )
 @lake_writer
 def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     rows = leaderboard_rows(settings.lake)
+    # Rows list the answers stored under the current index (their keys include it), so this
+    # is the index of every row; a later re-index leaves these rows naming the old one.
+    index = index_version(settings.lake)
+    rows = [{**row, "index_version": index} for row in rows]
     path = st.leaderboard_path(settings.lake)
     write_parquet_atomic(pa.Table.from_pylist(rows) if rows else pa.table({"config": pa.array([], pa.string())}), path)
     return MaterializeResult(
         metadata={
             "configs": len(rows),
+            "index_version": index,
             "path": MetadataValue.path(str(path)),
             "table": MetadataValue.md(leaderboard_markdown(rows)),
         }
     )
+
+
+def index_version(lake: Lake) -> str:
+    """The index fingerprint stored answers are keyed by ("" when nothing is indexed)."""
+    try:
+        return st.index_fingerprint(lake)
+    except FileNotFoundError:
+        return ""

@@ -9,6 +9,7 @@ Dagster on the lake's instance, so only what is missing is computed and the run 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from kohaku_rag.api import Rag
 from kohaku_rag.evaluation.metrics import METRICS
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions, write_submission_csv
+from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.lake_lock import hold_lake
 
 Say = Callable[[str], None]
@@ -119,6 +121,10 @@ def _eval_config(
     settings: KohakuSettings, config: str, questions_csv: Path, run: int | None, say: Say
 ) -> tuple[str, list[Question], dict[str, Answer]]:
     name = eval_config_name(settings.lake, config, questions_csv)
+    # What the run will cost, before it starts (nothing to say for a config that cannot run:
+    # the run says why).
+    with contextlib.suppress(ValueError, OSError):
+        say(f"estimate: {estimate(settings.lake, [config_of(settings.lake, name)]).summary()}")
     report = run_config(settings, name)
     for asset_name in ("retrievals", "predictions", "ensembles"):
         meta = report.metadata.get(asset_name, {})

@@ -18,12 +18,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from dagster._core.execution.backfill import PartitionBackfill
-from dagster._core.utils import make_new_backfill_id
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from kohaku_assets.assets import PER_CONFIG
+from kohaku_assets.dagster_private import PartitionBackfill, make_new_backfill_id
 from kohaku_assets.definitions import defs
 from kohaku_assets.jobs import leaderboard_job, sweep_report_job
 from kohaku_assets.partitions import CONFIGS, SWEEPS

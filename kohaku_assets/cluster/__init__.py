@@ -20,10 +20,15 @@ from __future__ import annotations
 import os
 import warnings
 
-from dagster import Executor, InitExecutorContext, executor
-from dagster._core.definitions.executor_definition import multiple_process_executor_requirements
-from dagster._core.execution.retries import RetryMode
-from dagster._core.executor.in_process import InProcessExecutor
+from dagster import (
+    Executor,
+    InitExecutorContext,
+    executor,
+    in_process_executor,
+    multiple_process_executor_requirements,
+)
+
+from kohaku_assets.dagster_private import RetryMode
 
 __all__ = [
     "BACKEND_ENV",
@@ -100,13 +105,18 @@ def celery_config() -> dict[str, object]:
     }
 
 
-@executor(name="kohaku", requirements=multiple_process_executor_requirements())
+@executor(
+    name="kohaku",
+    # in_process_executor's own settings (retries on by default), so that branch is that executor.
+    config_schema=in_process_executor.config_schema.as_field(),
+    requirements=multiple_process_executor_requirements(),
+)
 def kohaku_executor(init_context: InitExecutorContext) -> Executor:
     """Chosen when a run starts, from the orchestrating process's environment (not when the
     code location is imported): Celery workers when `KOHAKU_CELERY_BROKER` is set, else
-    every step in the run's process, as `in_process_executor` (retries on)."""
+    every step in the run's process, by `in_process_executor` (retries on)."""
     if not celery_broker():
-        return InProcessExecutor(retries=RetryMode.ENABLED)
+        return in_process_executor.executor_creation_fn(init_context)  # type: ignore[misc]
     from dagster_celery.executor import CeleryExecutor  # the optional `cluster` extra
 
     # dagster-celery registers its task again for every step it submits; Celery warns each time.

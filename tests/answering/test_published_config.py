@@ -245,7 +245,10 @@ def test_the_configs_sensor_runs_no_invalid_file(tmp_path, monkeypatch) -> None:
     write(folder, "[voting]\nruns = 2\n", "good.toml")
     write(folder, '[voting]\nmode = "plurality"\n', "bad.toml")
     instance = instance_for(settings.lake.root)
-    result = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
+    on_earlier = '{"versions": {}, "started": null}'  # turned on while the folder was empty
+    result = configs_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance, cursor=on_earlier)
+    )
     assert [r.partition_key for r in result.run_requests] == ["good"]
 
 

@@ -26,6 +26,9 @@ from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.retriever import open_retriever
 
+# The cursor of a folder sensor turned on while the folder was empty (kohaku_assets.sensors.FolderCursor).
+ON_EARLIER = json.dumps({"versions": {}, "started": None})
+
 
 def write_config(settings, name, server, questions, retrieval=None, generation=None, voting=None):
     folder = settings.lake.root / "configs"
@@ -57,7 +60,10 @@ def test_new_config_is_the_only_one_computed(env):
 
     cfg_a = write_config(settings, "a", server, questions)
     instance = instance_for(settings.lake.root)
-    first = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
+    # A sensor on since before the files came (one turned on now would only record them).
+    first = configs_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance, cursor=ON_EARLIER)
+    )
     # The lake registered `default` (its file written from the defaults) when it was created.
     assert [r.partition_key for r in first.run_requests] == ["a", "default"]
     assert first.dynamic_partitions_requests[0].partition_keys == ["a"]
@@ -277,7 +283,9 @@ def test_cross_config_ensemble_pools_the_members_stored_runs(env):
     (folder / "runs.toml").write_text('configs = ["good", "hot"]\n')
     (folder / "heads.toml").write_text('configs = ["good", "hot"]\npool = "ensembles"\n')
     sensed = ensemble_specs_sensor(
-        build_sensor_context(resources=resources_for(settings), instance=instance_for(settings.lake.root))
+        build_sensor_context(
+            resources=resources_for(settings), instance=instance_for(settings.lake.root), cursor=ON_EARLIER
+        )
     )
     assert sorted(r.partition_key for r in sensed.run_requests) == ["heads", "runs"]
 

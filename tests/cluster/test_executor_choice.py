@@ -16,7 +16,7 @@ def _executor(instance: DagsterInstance) -> object:
     context = InitExecutorContext(
         job=InMemoryJob(defs.resolve_job_def("index_document")),
         executor_def=cluster.kohaku_executor,
-        executor_config={},
+        executor_config={"retries": {"enabled": {}}},  # what run config resolves to by default
         instance=instance,
     )
     return cluster.kohaku_executor.executor_creation_fn(context)  # type: ignore[misc]

@@ -199,7 +199,10 @@ def test_backfill_and_sensor_register_and_request_the_members(env, capsys):
     for request in result.dynamic_partitions_requests:  # what the daemon applies
         instance.add_dynamic_partitions(request.partitions_def_name, request.partition_keys)
     # The configs sensor registers the member files too, but leaves their runs to the sweep's sensor.
-    configs = configs_sensor(build_sensor_context(resources=resources_for(settings), instance=instance))
+    on_earlier = '{"versions": {}, "started": null}'  # turned on while the folder was empty
+    configs = configs_sensor(
+        build_sensor_context(resources=resources_for(settings), instance=instance, cursor=on_earlier)
+    )
     assert sorted(r.partition_key for r in configs.run_requests) == ["base", "default"]
     assert [r.partition_keys for r in configs.dynamic_partitions_requests] == [["base"]]  # members kept
     # Unchanged on the next tick: nothing to do.
