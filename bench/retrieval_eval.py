@@ -106,9 +106,13 @@ class Metrics:
 
 
 def evaluate(
-    questions: Sequence[GoldQuestion], ranked: Callable[[str], list[ContextItem]], budgets: Sequence[int]
+    questions: Sequence[GoldQuestion],
+    ranked: Callable[[str], list[ContextItem]],
+    budgets: Sequence[int],
+    packer: Callable[[str, list[ContextItem], int], list[ContextItem]] | None = None,
 ) -> Metrics:
-    """`ranked(question)` returns the full ranked context before the budget cut."""
+    """`ranked(question)` returns the full ranked context before the budget cut;
+    `packer(question, items, budget)` packs it (default: whole units in rank order)."""
     import time
 
     r1 = r5 = mrr = 0.0
@@ -125,7 +129,8 @@ def evaluate(
         mrr += 1.0 / rank if rank else 0.0
         if q.evidence:
             for budget in budgets:
-                found[budget] += evidence_found(q, pack(items, budget))
+                packed = packer(q.question, items, budget) if packer else pack(items, budget)
+                found[budget] += evidence_found(q, packed)
     elapsed = time.perf_counter() - started
     n = max(len(questions), 1)
     return Metrics(

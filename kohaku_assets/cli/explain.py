@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import store as st
+from kohaku_rag.answering.compute import Working
 from kohaku_rag.answering.config_folder import config_of
 
 
@@ -63,6 +64,9 @@ def explain_text(settings: KohakuSettings, question_id: str, config: str, run: i
             f"{f' confidence {a.confidence:.3f}' if a.confidence is not None else ''}; {mine.attempts} attempt(s)"
             f"{f'; error {mine.error}' if mine.error else ''}"
         )
+        working = Working.from_json(mine.working)
+        if working is not None:
+            out.append(working.describe())
     out.append(_rule(f"vote ({cfg.voting.mode}, tiebreak {cfg.voting.tiebreak}, {cfg.voting.runs} runs)"))
     for r, by_id in preds.items():
         p = by_id.get(question_id)

@@ -47,7 +47,15 @@ def plan_schema(n: int) -> dict[str, object]:
     }
 
 
-def plan_request(question: str, max_queries: int) -> ChatRequest:
+# `split_entities` (issue 25): a question combining figures of several models, papers or
+# sources gets one query per entity, so each one's evidence is searched for on its own.
+SPLIT_RULE = (
+    "If the question compares or combines figures of two or more models, systems, papers or "
+    "sources, write one query per model, system, paper or source, each naming it. "
+)
+
+
+def plan_request(question: str, max_queries: int, split_entities: bool = False) -> ChatRequest:
     extra = max(max_queries - 1, 1)
     user = (
         f"Question: {question}\n\n"
@@ -55,6 +63,7 @@ def plan_request(question: str, max_queries: int) -> ChatRequest:
         "Use other words than the question: synonyms, the likely name of the measured quantity, "
         "model or hardware names, units. Spell out abbreviations (and give the abbreviation for "
         "a spelled-out name). If the question asks several things, give each part its own query. "
+        f"{SPLIT_RULE if split_entities else ''}"
         'Reply as {"queries": ["...", "..."]}.'
     )
     return ChatRequest(
@@ -86,12 +95,12 @@ def parse_plan(question: str, text: str, max_queries: int) -> tuple[tuple[str, .
     return tuple(queries), not ok
 
 
-def plan_queries(question: str, chat: ChatModel, max_queries: int) -> Plan:
+def plan_queries(question: str, chat: ChatModel, max_queries: int, split_entities: bool = False) -> Plan:
     """Up to `max_queries` queries for `question` (the question itself always first)."""
     if max_queries <= 1:
         return Plan((question,), fallback=False)
     try:
-        result = chat.complete(plan_request(question, max_queries))
+        result = chat.complete(plan_request(question, max_queries, split_entities))
     except UnusableReply:
         # The model answered, unusably (asking again gives the same): search with the question
         # alone. Any other error is a failed call, not a plan: the caller stores it as failed.

@@ -41,6 +41,9 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 QUOTE_EVIDENCE = ("off", "true_false", "all")
 TRUE_FALSE_VERDICTS = ("probability", "reply")
 CITES = ("reply", "source")
+COMPUTES = ("off", "expression")
+ABSTAINS = ("off", "unfounded")
+CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
 ANSWER_FORMAT = 2
@@ -68,6 +71,9 @@ class RetrievalPart:
     # The paper's planner: the LLM writes up to n search queries; the question is always one.
     use_planner: bool = True
     planner_max_queries: Annotated[int, Range(1, 20)] = 3
+    # Issue 25: the planner writes one query per model, paper or source a question compares
+    # or combines (planner.SPLIT_RULE); pair with `query_share` so each keeps its evidence.
+    planner_split_entities: bool = False
     # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
     planner_model: LLMSpec | None = None
     # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
@@ -154,8 +160,29 @@ class GenerationPart:
     # states the answer (1 run on train: reference score 0.776 -> 0.866, final 0.632 ->
     # 0.646; bench/answer_settings.py).
     cite: Literal["reply", "source"] = "source"
+    # Computed answers (compute.py): for a question with a unit, "expression" has the reply
+    # quote its operands (value, unit, ref_id) and write the arithmetic over them; every
+    # operand is checked against the context, put in the question's unit, and the
+    # expression evaluated by an AST whitelist; the result replaces the reply's value and the
+    # answer cites every operand's document. "off": the reply's own number.
+    compute: Literal["off", "expression"] = "off"
+    # Abstention: "unfounded" turns an answer whose operands are not stated in the context
+    # (compute = "expression") into a blank, after the deepest retry too; "off" keeps it.
+    abstain: Literal["off", "unfounded"] = "off"
+    # Choose, don't generate (choose.py): for a question with a unit, "candidates" makes
+    # answer_value a choice among the values the context's marked sentences state in that
+    # unit (converted to it), "other", and with compute "computed"; "off": a free string.
+    choose: Literal["off", "candidates"] = "off"
 
     def __post_init__(self) -> None:
+        if self.compute not in COMPUTES:
+            raise ValueError(f"compute {self.compute!r} is not one of {', '.join(COMPUTES)}")
+        if self.abstain not in ABSTAINS:
+            raise ValueError(f"abstain {self.abstain!r} is not one of {', '.join(ABSTAINS)}")
+        if self.choose not in CHOOSES:
+            raise ValueError(f"choose {self.choose!r} is not one of {', '.join(CHOOSES)}")
+        if self.abstain == "unfounded" and self.compute == "off":
+            raise ValueError('abstain = "unfounded" judges the operands: it needs compute = "expression"')
         if self.cite not in CITES:
             raise ValueError(f"cite {self.cite!r} is not one of {', '.join(CITES)}")
         if self.max_retries < 0:
@@ -307,6 +334,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "diverse_candidates",
         "diverse_n_know",
         "diverse_passage_chars",
+        "planner_split_entities",
     ),
     RetrievalConfig: _defaults(
         RetrievalConfig,
@@ -321,11 +349,33 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "reranker",
         "rerank_top_n",
         "rerank_passage_chars",
+        "pack",
+        "window_sentences",
+        "window_neighbours",
+        "window_min_chars",
+        "field_weight",
+        "passage_weight",
+        "passage_tokens",
+        "passage_overlap",
+        "rm3_terms",
+        "rm3_docs",
+        "rm3_query_weight",
+        "query_share",
         "figure_search",
         "top_k_images",
     ),
     GenerationPart: {
-        **_defaults(GenerationPart, "prompt_routing", "two_stage", "stage1_temperature", "stage1_k", "stage2_k"),
+        **_defaults(
+            GenerationPart,
+            "prompt_routing",
+            "two_stage",
+            "stage1_temperature",
+            "stage1_k",
+            "stage2_k",
+            "compute",
+            "abstain",
+            "choose",
+        ),
         # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",
     },

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.answer import answer_request
+from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.evaluation.wattbot_csv import load_questions

@@ -18,6 +18,7 @@ from kohaku_rag.config_files import Range
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 
 CONTENTS = ("all", "text")
+PACKS = ("paragraphs", "windows")
 RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none")
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
 # formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
@@ -127,6 +128,34 @@ class RetrievalConfig:
     figure_search: Literal["joint", "separate"] = "joint"
     top_k_images: Annotated[int, Range(0, MAX_HITS)] = 4
 
+    # ── Issue 25's levers (the README's "More evidence per character"); their defaults
+    # leave retrieval exactly as above. ──
+    # How the context is packed into the budget: "paragraphs", whole units in rank order;
+    # "windows", each unit's `window_sentences` best-matching sentences (IDF-weighted
+    # question terms) with `window_neighbours` sentences either side, merged, in document
+    # order (retrieval/windows.py); a unit under `window_min_chars` stays whole.
+    pack: Literal["paragraphs", "windows"] = "paragraphs"
+    window_sentences: Annotated[int, Range(1, 100)] = 2
+    window_neighbours: Annotated[int, Range(0, 100)] = 1
+    window_min_chars: Annotated[int, Range(0, 10_000_000)] = 400
+    # BM25F-style title/section field: a paragraph's BM25 score adds field_weight x the BM25
+    # score of its document title and section heading (0: off; retrieval/lexical.py).
+    field_weight: Annotated[float, WEIGHT] = 0.0
+    # A fixed-size passage index (passage_tokens tokens, passage_overlap shared with the
+    # next) fused into each query's RRF with this weight (0: off).
+    passage_weight: Annotated[float, WEIGHT] = 0.0
+    passage_tokens: Annotated[int, Range(16, 100_000)] = 256
+    passage_overlap: Annotated[int, Range(0, 100_000)] = 64
+    # RM3 pseudo-relevance feedback for BM25: the rm3_terms best terms of the first pass's
+    # top rm3_docs paragraphs join the query, which keeps rm3_query_weight (0 terms: off).
+    rm3_terms: Annotated[int, Range(0, 1000)] = 0
+    rm3_docs: Annotated[int, Range(1, MAX_HITS)] = 10
+    rm3_query_weight: Annotated[float, Range(0.0, 1.0)] = 0.6
+    # A per-query share of the context: each planned query's best `query_share` units are
+    # kept (right after the question's best unit), so a question combining documents gets
+    # every sub-query's evidence, not only the question's (0: the reranked order alone).
+    query_share: Annotated[int, Range(0, MAX_HITS)] = 0
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "dense_kinds", tuple(self.dense_kinds))
         object.__setattr__(self, "metadata_fields", tuple(self.metadata_fields))
@@ -165,6 +194,28 @@ class RetrievalConfig:
             raise ValueError(f"dense_kinds {unknown} are not among {', '.join(DENSE_KINDS)}")
         if self.content not in CONTENTS:
             raise ValueError(f"content {self.content!r} is not one of {', '.join(CONTENTS)}")
+        if self.pack not in PACKS:
+            raise ValueError(f"pack {self.pack!r} is not one of {', '.join(PACKS)}")
+        for name in ("window_sentences", "rm3_docs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in (
+            "window_neighbours",
+            "window_min_chars",
+            "field_weight",
+            "passage_weight",
+            "rm3_terms",
+            "query_share",
+        ):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.passage_tokens < 16 or not 0 <= self.passage_overlap < self.passage_tokens:
+            raise ValueError(
+                f"passage_tokens must be >= 16 and 0 <= passage_overlap < passage_tokens, got "
+                f"{self.passage_tokens} and {self.passage_overlap}"
+            )
+        if not 0.0 <= self.rm3_query_weight <= 1.0:
+            raise ValueError(f"rm3_query_weight {self.rm3_query_weight} is outside [0, 1]")
         if self.figure_search not in ("joint", "separate"):
             raise ValueError(f'figure_search {self.figure_search!r} is not "joint" or "separate"')
         if self.figure_search == "separate" and not 1 <= self.top_k_images <= 4096:

@@ -11,7 +11,7 @@ deduplicated, cut to `top_k_final`, and packed into the character budget.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -25,8 +25,10 @@ from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import ChatModel, LLMSpec
+from kohaku_rag.retrieval.lexical import FieldIndex, PassageIndex, rm3_weights
 from kohaku_rag.retrieval.rerankers import Reranker, RerankerSpec, make_reranker
 from kohaku_rag.retrieval.retrieval_config import DEFAULT_ALPHA, RERANKS, RetrievalConfig
+from kohaku_rag.retrieval.windows import window_text
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
@@ -192,6 +194,21 @@ def rerank(
     return sorted(units, key=key, reverse=True)
 
 
+def with_query_shares(
+    ranked: Sequence[UnitScore], per_query: Sequence[Mapping[str, float]], share: int
+) -> list[UnitScore]:
+    """The reranked units with every query's best `share` units moved up, right after the
+    first unit, in query order (issue 25: a sub-query per entity keeps its evidence)."""
+    if not ranked:
+        return []
+    by_id = {u.node_id: u for u in ranked}
+    head: dict[str, None] = {ranked[0].node_id: None}
+    for scores in per_query:
+        for node_id in sorted(scores, key=lambda n: -scores[n])[:share]:
+            head.setdefault(node_id, None)
+    return [by_id[n] for n in head if n in by_id] + [u for u in ranked if u.node_id not in head]
+
+
 def is_ancestor(ancestor: str, node_id: str) -> bool:
     return node_id.startswith(ancestor + ":")
 
@@ -254,6 +271,8 @@ class Retriever:
         self._rerankers: dict[RerankerSpec, Reranker] = {}
         self._titles: dict[str, str] | None = None
         self._types: dict[str, tuple[str, str]] = {}  # unit -> (doc id, content type)
+        self._fields: FieldIndex | None = None
+        self._passages: dict[tuple[int, int], PassageIndex] = {}
 
     def doc_title(self, doc_id: str, node: Node | None) -> str:
         """The corpus metadata's title, else the document node's (the parsed heading);
@@ -295,7 +314,50 @@ class Retriever:
     def bm25_hits(self, query: str, cfg: RetrievalConfig) -> list[tuple[str, float]]:
         if self.bm25 is None or cfg.bm25_top_k <= 0 or cfg.bm25_weight <= 0:
             return []
-        return list(self.bm25.search(query, cfg.bm25_top_k))
+        if cfg.rm3_terms == 0 and cfg.field_weight == 0:
+            return list(self.bm25.search(query, cfg.bm25_top_k))
+        tokens = tokenize(query, stem=self.bm25.stem)
+        weights: dict[str, float] = {t: float(c) for t, c in Counter(tokens).items()}
+        if cfg.rm3_terms > 0:
+            first = self.bm25.search(query, cfg.rm3_docs)
+            nodes = self.store.get_nodes([n for n, _ in first])
+            feedback = [(tokenize(nodes[n].text, stem=self.bm25.stem), s) for n, s in first if n in nodes]
+            weights = rm3_weights(tokens, feedback, cfg.rm3_terms, cfg.rm3_query_weight, self.bm25.idf)
+        scores, matched = self.bm25.weighted_scores(weights)
+        if cfg.field_weight > 0:
+            scores = scores + cfg.field_weight * self.field_index().row_scores(tokens)
+        return self.bm25.top(scores, matched, cfg.bm25_top_k)
+
+    # ── issue 25's lexical levers: the field and passage indexes, built on first use ──
+
+    def paragraph_nodes(self) -> dict[str, Node]:
+        """Every paragraph the BM25 index holds, as stored."""
+        assert self.bm25 is not None
+        return self.store.get_nodes(self.bm25.node_ids.tolist())
+
+    def field_index(self) -> FieldIndex:
+        assert self.bm25 is not None
+        if self._fields is None:
+            paragraphs = self.paragraph_nodes()
+            parents = self.store.get_nodes(
+                {p.parent_id for p in paragraphs.values() if p.parent_id} | {p.doc_id for p in paragraphs.values()}
+            )
+            heading = {
+                n: " ".join(
+                    (self.doc_title(p.doc_id, parents.get(p.doc_id)), section_heading(parents.get(p.parent_id or "")))
+                )
+                for n, p in paragraphs.items()
+            }
+            self._fields = FieldIndex.build(self.bm25, heading)
+        return self._fields
+
+    def passage_index(self, cfg: RetrievalConfig) -> PassageIndex:
+        key = (cfg.passage_tokens, cfg.passage_overlap)
+        if key not in self._passages:
+            stem = self.bm25.stem if self.bm25 is not None else True
+            nodes = list(self.paragraph_nodes().values()) if self.bm25 is not None else []
+            self._passages[key] = PassageIndex.build(nodes, cfg.passage_tokens, cfg.passage_overlap, stem)
+        return self._passages[key]
 
     def query_scores(self, query: str, vector: np.ndarray, cfg: RetrievalConfig) -> dict[str, float]:
         """One query's unit scores: RRF-fused dense and BM25 ranks ("fuse"), or the dense
@@ -312,6 +374,10 @@ class Retriever:
         bm25 = self.bm25_hits(self.expanded(query, cfg, "bm25"), cfg)
         if bm25:
             lists.append(([node_id for node_id, _ in bm25], cfg.bm25_weight))
+        if cfg.passage_weight > 0 and self.bm25 is not None and cfg.bm25_top_k > 0:
+            passages = self.passage_index(cfg).paragraphs(self.expanded(query, cfg, "bm25"), cfg.bm25_top_k)
+            if passages:
+                lists.append((passages, cfg.passage_weight))
         if cfg.fusion == "interleave":  # BM25's list first: the stronger one here
             return self.boosted(interleave([ids for ids, _ in lists[::-1]], cfg.rrf_k), query, cfg)
         return self.boosted(fuse_query(lists, cfg.rrf_k), query, cfg)
@@ -373,6 +439,8 @@ class Retriever:
         # The first query is the question; the rest are the planner's rewrites.
         weights = [1.0] + [cfg.planned_query_weight] * (len(queries) - 1)
         ranked = rerank(per_query, cfg.rerank, cfg.alpha, weights)
+        if cfg.query_share > 0 and len(per_query) > 1:
+            ranked = with_query_shares(ranked, per_query, cfg.query_share)
         scores: dict[str, float] = {}
         targets: list[str] = []
         for unit in ranked:
@@ -425,10 +493,47 @@ class Retriever:
         ]
         if cfg.figure_search == "separate":
             items = self.with_image_search(items, vectors, weights, cfg)
+        return self.pack(queries[0], items, cfg)
+
+    def pack(self, question: str, items: Sequence[ContextItem], cfg: RetrievalConfig) -> list[ContextItem]:
+        """The ranked units packed into `cfg.budget_chars` as `cfg.pack` says, their best
+        sentences marked (`mark_sentences`)."""
+        if cfg.pack == "windows" and self.bm25 is not None:
+            items = self.windows(question, items, cfg)
         packed = pack(items, cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.bm25 is not None:
-            packed = self.mark_evidence(queries[0], packed, cfg.mark_sentences)
+            packed = self.mark_evidence(question, packed, cfg.mark_sentences)
         return packed
+
+    def windows(self, question: str, items: Sequence[ContextItem], cfg: RetrievalConfig) -> list[ContextItem]:
+        """Each unit cut to its best sentences' windows (windows.py); short units, tables and
+        figures stay whole. Sentences are scored as `mark_evidence` scores them."""
+        weights = self.question_weights(question)
+        out = []
+        for item in items:
+            sentences = [
+                c.text for c in self.store.children(item.node_id) if c.kind == NodeKind.SENTENCE and c.text.strip()
+            ]
+            if len(item.text) < cfg.window_min_chars or item.attachment in MEDIA_ATTACHMENTS or len(sentences) < 2:
+                out.append(item)
+                continue
+            scores = [self.sentence_score(s, weights) for s in sentences]
+            text = window_text(sentences, scores, cfg.window_sentences, cfg.window_neighbours)
+            out.append(replace(item, text=text) if len(text) < len(item.text) else item)
+        return out
+
+    def question_weights(self, question: str) -> dict[str, float]:
+        """The question's terms with their IDF, as shares of its total IDF."""
+        assert self.bm25 is not None
+        weights = {t: self.bm25.idf(t) for t in set(tokenize(question))}
+        total = sum(weights.values()) or 1.0
+        return {t: w / total for t, w in weights.items()}
+
+    @staticmethod
+    def sentence_score(sentence: str, weights: Mapping[str, float]) -> float:
+        """The share of the question's IDF weight whose terms the sentence holds."""
+        terms = set(tokenize(sentence))
+        return sum(w for t, w in weights.items() if t in terms)
 
     def text_units(self, node_ids: Sequence[str]) -> list[str]:
         """The text units among `node_ids` (table and figure nodes left out), in order."""

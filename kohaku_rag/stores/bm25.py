@@ -368,6 +368,25 @@ class BM25Index:
         rows, weights = self._postings(tokenize(query, stem=self.stem))
         scores = np.bincount(rows, weights=weights, minlength=len(self))
         matched = np.bincount(rows, minlength=len(self)) > 0
+        return self.top(scores, matched, k, doc_ids)
+
+    def weighted_scores(self, term_weights: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's score for a weighted query (each term's BM25 contribution times its
+        weight; RM3's expanded queries), and which rows share a term with it."""
+        scores = np.zeros(len(self))
+        matched = np.zeros(len(self), dtype=bool)
+        for term, weight in term_weights.items():
+            rows, contributions = self._postings([term])
+            np.add.at(scores, rows, weight * contributions)
+            matched[rows] = True
+        return scores, matched
+
+    def top(
+        self, scores: np.ndarray, matched: np.ndarray, k: int, doc_ids: Collection[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """Best `k` (node_id, score) among the `matched` rows (and in `doc_ids`, if given)."""
+        if k < 1:
+            raise ValueError(f"k must be positive, got {k}")
         if doc_ids is not None:
             matched &= np.isin(self.doc_ids, np.array(list(doc_ids), dtype=str))
         candidates = np.flatnonzero(matched)

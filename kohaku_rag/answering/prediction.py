@@ -1,0 +1,96 @@
+"""One run's answer to one question with what it cost, and its stored row."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from kohaku_rag.answering.citing import states
+from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.retrieval.retriever import ContextItem
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One run's answer to one question, with what it cost."""
+
+    question_id: str
+    run: int
+    seed: int
+    answer: Answer
+    attempts: int  # LLM answer calls that counted (1 + is_blank retries)
+    k_used: int  # context snippets in the prompt that produced the answer
+    context_chars: int
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float  # LLM time of this run (shared prompt evaluation charged to the run that paid it)
+    llm_calls: int
+    cached_calls: int
+    # Set when an LLM call failed (after its retries): the run is a failure, not an answer
+    # (its answer is a blank placeholder that is never voted nor scored) and is asked again.
+    error: str = ""
+    # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
+    verdict_logodds: float | None = None
+    # A computed answer's working (compute.py's Working as JSON; "" when none was written).
+    working: str = ""
+    context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
+    # Every LLM call of this run: {"attempt", "kind" (answer/verdict), "k", "prompt", "reply"}
+    # (stored in the debug table, not in rows).
+    debug: tuple[dict[str, Any], ...] = ()
+
+    def cited(self) -> list[ContextItem]:
+        """The context snippets that support the answer (node ids and pages): those of the
+        cited documents that state the answer's value, else every snippet of those documents."""
+        refs = set(self.answer.ref_id)
+        snippets = [i for i in self.context if i.doc_id in refs]
+        stating = [i for i in snippets if states(i.text, self.answer.answer_value)]
+        return stating or snippets
+
+    def as_row(self) -> dict[str, Any]:
+        a = self.answer
+        return {
+            "id": self.question_id,
+            "run": self.run,
+            "seed": self.seed,
+            "answer": a.answer,
+            "answer_value": a.answer_value,
+            "answer_unit": a.answer_unit,
+            "ref_id": list(a.ref_id),
+            "explanation": a.explanation,
+            "supporting_materials": a.supporting_materials,
+            "is_blank": a.is_blank,
+            "attempts": self.attempts,
+            "k_used": self.k_used,
+            "context_chars": self.context_chars,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "seconds": round(self.seconds, 4),
+            "llm_calls": self.llm_calls,
+            "cached_calls": self.cached_calls,
+            "error": self.error,
+            "verdict_logodds": self.verdict_logodds,
+            "confidence": a.confidence,
+            "working": self.working,
+            "cited_nodes": [i.node_id for i in self.cited()],
+        }
+
+
+def prediction_from_row(row: dict[str, Any]) -> Prediction:
+    answer = Answer(
+        answer=row["answer"],
+        answer_value=row["answer_value"],
+        answer_unit=row["answer_unit"],
+        ref_id=tuple(row["ref_id"] or ()),
+        explanation=row["explanation"],
+        is_blank=bool(row["is_blank"]),
+        supporting_materials=row["supporting_materials"],
+        confidence=row.get("confidence"),
+    )
+    # Rows written before a column existed read back as that field's default.
+    values = {
+        f.name: row.get(f.name, f.default)
+        for f in dataclasses.fields(Prediction)
+        if f.name not in ("question_id", "answer", "context", "debug")
+    }
+    return Prediction(question_id=row["id"], answer=answer, **values)

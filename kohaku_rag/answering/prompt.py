@@ -1,0 +1,309 @@
+"""The answering prompt and its reply schema.
+
+* The prompt puts the context before the question (the paper's reordered prompt; the other
+  order is an option), each snippet as `[ref_id=doc_id] text`, figure and table snippets
+  under "Referenced media". Instructions are short and name the expected unit, so a 1.5B
+  model follows them.
+* The reply schema limits `ref_id` to an enum of the document ids present in the context:
+  the model cannot cite a document it was not shown (reference-constrained decoding).
+  Its properties are decoded in order, explanation before answer; for true/false
+  statements (`quote_evidence`) an `evidence` field first copies one context sentence,
+  chosen from an enum of the context's sentences, into `supporting_materials`.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
+from kohaku_rag.answering.qa_config import GenerationPart
+from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
+from kohaku_rag.evaluation.answer_forms import asks_for_several, several_values_rule
+from kohaku_rag.evaluation.normalise import is_blank_value
+from kohaku_rag.evaluation.records import Question
+from kohaku_rag.llm import ChatRequest, Message
+from kohaku_rag.parse.sentences import split_sentences
+from kohaku_rag.retrieval.retriever import ContextItem
+
+SYSTEM = (
+    "You answer questions using only the context passages. Each passage starts with its "
+    "[ref_id=...]. If the passages do not contain the answer, set is_blank to true. "
+    "Reply with JSON only."
+)
+MEDIA = ("image", "table", "page")
+OPERAND_NAMES = ("a", "b", "c", "d", "e")  # compute.py's operands
+
+
+def unit_is_given(unit: str) -> bool:
+    return not is_blank_value(unit)
+
+
+def snippet_source(item: ContextItem, titles: bool) -> str:
+    """ "(Document title › Section) " before a snippet, when titles are on and known."""
+    if not titles:
+        return ""
+    where = " › ".join(_one_line(t)[:90] for t in (item.doc_title, item.section) if t.strip())
+    return f"({where}) " if where else ""
+
+
+def marked_text(item: ContextItem) -> str:
+    """The snippet on one line, its marked sentences in **bold**."""
+    text = _one_line(item.text)
+    for sentence in item.marks:
+        one = _one_line(sentence)
+        text = text.replace(one, f"**{one}**", 1)
+    return text
+
+
+def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
+    text = [
+        f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{marked_text(i)}" for i in items if i.attachment not in MEDIA
+    ]
+    media = [
+        f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {marked_text(i)}"
+        for i in items
+        if i.attachment in MEDIA
+    ]
+    parts = ["Context:", *text] if text else ["Context: (none)"]
+    if media:
+        parts += ["", "Referenced media:", *media]
+    return "\n".join(parts)
+
+
+# "True or False: ..." / "true/false - ...": the statement follows the prefix and its punctuation.
+TRUE_FALSE_PREFIX = re.compile(r"^\s*true(?: or |/)false[\s:?.\-]*", re.IGNORECASE)
+
+
+def is_true_false(question: Question) -> bool:
+    return TRUE_FALSE_PREFIX.match(question.question) is not None
+
+
+def build_messages(
+    question: Question,
+    items: Sequence[ContextItem],
+    reordered: bool = True,
+    titles: bool = False,
+    quote: bool = False,
+    instruction: str = "",
+    blank_rule: str = BLANK_RULE,
+    compute: bool = False,
+    options: Sequence[str] = (),
+) -> tuple[Message, ...]:
+    """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
+    line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's);
+    `compute` asks for operands and an expression (compute.py); `options` are the candidate
+    values answer_value chooses from (choose.py)."""
+    unit = question.answer_unit.strip()
+    if unit_is_given(unit):
+        unit_line = f"Answer unit: {unit}"
+        value_rule = f"answer_value: only the number in {unit} (no unit, no commas), or a range as [low,high]."
+        if options:
+            unit_line += f"\nCandidate values (in {unit}): {', '.join(options)}"
+            value_rule = choose_rule(compute)
+    elif is_true_false(question):
+        unit_line = "Answer unit: none (a true/false statement)"
+        value_rule = "answer_value: 1 if the context shows the statement is true, 0 if it is false."
+    else:
+        unit_line = "Answer unit: none"
+        value_rule = "answer_value: the exact name or term as written in the context."
+    if asks_for_several(question):  # a WattBot 2026 list (the Reconcile flag, or the wording)
+        value_rule = several_values_rule(unit if unit_is_given(unit) else None)
+    if not quote:
+        evidence_rule = []
+    elif is_true_false(question):
+        evidence_rule = ["evidence: copy the context sentence that shows whether the statement is true or false."]
+    else:
+        evidence_rule = ["evidence: copy the context sentence that answers the question."]
+    task = "\n".join(
+        [
+            f"Question: {question.question}",
+            unit_line,
+            *([instruction] if instruction else []),
+            "",
+            "Fill in the JSON:",
+            *evidence_rule,
+            "explanation: a few words quoting the fact from the context.",
+            *([COMPUTE_RULE] if compute else []),
+            "answer: the answer in a few words.",
+            value_rule,
+            "ref_id: the ref_id of each passage you used.",
+            blank_rule,
+        ]
+    )
+    if any(i.marks for i in items):
+        task = "Sentences in **bold** share the most words with the question.\n" + task
+    context = format_context(items, titles)
+    user = f"{context}\n\n{task}" if reordered else f"{task}\n\n{context}"
+    return (Message("system", SYSTEM), Message("user", user))
+
+
+def answer_schema(
+    doc_ids: Sequence[str],
+    true_false: bool = False,
+    evidence: Sequence[str] = (),
+    compute: bool = False,
+    options: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
+    (context sentences), the reply first copies one of them verbatim. The unit is the
+    question's, so the reply does not write it: a forced `"answer_unit": "is_blank"` right
+    before `is_blank` led the embedded model to abstain after giving the right answer."""
+    refs: dict[str, Any] = (
+        {"type": "array", "items": {"type": "string", "enum": list(doc_ids)}, "minItems": 1, "maxItems": 3}
+        if doc_ids
+        else {"type": "array", "items": {"type": "string"}, "maxItems": 0}
+    )
+    # A free string, not a number pattern, for questions with a unit: constrained to a number
+    # or a "[low,high]" pattern, the bundled model wrote ranges as "80" or "300,1000"
+    # (bench/answer_settings.py, 2026-11-24: WattBot train 0.646 -> 0.609).
+    value: dict[str, Any] = (
+        {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
+    )
+    if options:
+        value = value_schema(options, compute)
+    quote: dict[str, Any] = {"evidence": {"type": "string", "enum": list(evidence)}} if evidence else {}
+    working = operand_schema(doc_ids) if compute else {}
+    # Short string caps bound the generation time on a slow CPU model. Properties are
+    # written in this order, so the model quotes before it commits to an answer.
+    return {
+        "title": "answer",
+        "type": "object",
+        "properties": {
+            **quote,
+            "explanation": {"type": "string", "maxLength": 120},
+            **working,
+            "answer": {"type": "string", "maxLength": 80},
+            "answer_value": value,
+            "ref_id": refs,
+            "is_blank": {"type": "boolean"},
+        },
+        "required": [*quote, "explanation", *working, "answer", "answer_value", "ref_id", "is_blank"],
+        "additionalProperties": False,
+    }
+
+
+def operand_schema(doc_ids: Sequence[str]) -> dict[str, Any]:
+    """The reply's `operands` (up to 5) and `expression` properties."""
+    ref: dict[str, Any] = {"type": "string", "enum": list(doc_ids)} if doc_ids else {"type": "string"}
+    return {
+        "operands": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": len(OPERAND_NAMES),
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "enum": list(OPERAND_NAMES)},
+                    "value": {"type": "string", "maxLength": 24},
+                    "unit": {"type": "string", "maxLength": 30},
+                    "ref_id": ref,
+                },
+                "required": ["name", "value", "unit", "ref_id"],
+                "additionalProperties": False,
+            },
+        },
+        "expression": {"type": "string", "maxLength": 60},
+    }
+
+
+COMPUTE_RULE = (
+    "operands: each number you use, copied from the context (name a, b, ...; value; its unit; "
+    "the ref_id it came from). expression: the arithmetic over those names that gives the "
+    'answer (e.g. "a / b", "(a - b) / b * 100", "a * 24"), or "a" when the context states it.'
+)
+
+
+def enum_spelling(text: str) -> str:
+    """`text` as a schema enum offers it: llama.cpp's schema-to-grammar step mis-escapes '"'
+    and '\\' inside enum values."""
+    return text.replace('"', "'").replace("\\", "/")
+
+
+def evidence_sentences(items: Sequence[ContextItem], max_chars: int = 200, limit: int = 80) -> list[str]:
+    """The context's sentences, each clipped to `max_chars`, as the choices of the reply's
+    `evidence` field: a verbatim quote keeps a small model from paraphrasing the question
+    back as its evidence (it would then call every true/false statement true)."""
+    out: dict[str, None] = {}
+    for item in items:
+        for sentence in split_sentences(item.text):
+            sentence = enum_spelling(sentence)[:max_chars].rstrip()
+            if len(sentence) >= 20:
+                out.setdefault(sentence, None)
+    return list(out)[:limit]
+
+
+def context_doc_ids(items: Sequence[ContextItem]) -> list[str]:
+    return list(dict.fromkeys(i.doc_id for i in items))
+
+
+ImageLoader = Callable[[str], bytes]  # a figure's media hash -> its PNG bytes
+
+
+def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | None) -> tuple[str, ...]:
+    """Data URLs of the first `img_k` figure snippets' images (figures and, with the
+    `page_images` index option, page renderings; in rank order)."""
+    if img_k <= 0 or load is None:
+        return ()
+    hashes = [i.media_hash for i in items if i.attachment in ("image", "page") and i.media_hash][:img_k]
+    return tuple("data:image/png;base64," + base64.b64encode(load(h)).decode("ascii") for h in hashes)
+
+
+def computes(question: Question, gen: GenerationPart) -> bool:
+    """Whether the reply writes its working (compute = "expression", a question with a unit)."""
+    return gen.compute == "expression" and unit_is_given(question.answer_unit) and not is_true_false(question)
+
+
+def choices(question: Question, items: Sequence[ContextItem], gen: GenerationPart) -> list[str]:
+    """The candidate values answer_value chooses from ([] when it is free)."""
+    if gen.choose != "candidates" or not unit_is_given(question.answer_unit) or is_true_false(question):
+        return []
+    return candidates(items, question.answer_unit.strip())
+
+
+def answer_request(
+    question: Question,
+    items: Sequence[ContextItem],
+    gen: GenerationPart,
+    seed: int,
+    images: ImageLoader | None = None,
+    stage: Stage = SINGLE,
+) -> ChatRequest:
+    true_false = is_true_false(question)
+    quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
+    evidence = evidence_sentences(items) if quote else []
+    compute = computes(question, gen)
+    options = choices(question, items, gen)
+    system, user = build_messages(
+        question,
+        items,
+        gen.use_reordered_prompt,
+        gen.snippet_titles,
+        bool(evidence),
+        stage.instruction,
+        stage.blank_rule,
+        compute,
+        options,
+    )
+    attached = figure_images(items, gen.img_k, images)
+    if attached:
+        user = Message(user.role, user.content, images=attached)
+    return ChatRequest(
+        (system, user),
+        temperature=gen.temperature if stage.temperature is None else stage.temperature,
+        max_tokens=gen.max_tokens,
+        seed=seed,
+        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute, options),
+        reply_logprobs=gen.reply_confidence,
+    )
+
+
+def prompt_text(req: ChatRequest) -> str:
+    """A request's messages as the model read them (roles as headers)."""
+    return "\n\n".join(f"[{m.role}]\n{m.content}" for m in req.messages)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
