@@ -28,7 +28,7 @@ from kohaku_rag.evaluation import score as score2025
 from kohaku_rag.evaluation import wattbot2026
 from kohaku_rag.evaluation.normalise import is_blank_value, parse_ref_ids, resolve_ref_ids
 from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer, Question
-from kohaku_rag.evaluation.score import ERROR_TYPES, QuestionScore
+from kohaku_rag.evaluation.score import ERROR_TYPES, QuestionScore, check_gold
 
 Metric = Literal["wattbot2025", "wattbot2026"]
 METRICS: tuple[str, ...] = get_args(Metric)
@@ -190,12 +190,8 @@ def score_with(
     does); the 2026 metric compares ids as written, as the official scorer does."""
     chosen = check_metric(metric)
     gold = [q for q in questions if q.gold is not None]
-    if not gold:
-        raise ValueError("no gold questions to score")
+    check_gold(gold)
     ids = [q.id for q in gold]
-    duplicated = sorted(i for i, n in Counter(ids).items() if n > 1)
-    if duplicated:
-        raise ValueError(f"gold question id(s) repeated: {', '.join(duplicated)}")
     known = known_ref_ids if chosen == "wattbot2025" else None
     if chosen == "wattbot2025":
         base = score2025.score_predictions(gold, preds, known)

@@ -185,18 +185,23 @@ def score_question(
     return QuestionScore(question.id, value, ref, na, total, error)
 
 
+def check_gold(gold: Sequence[Question]) -> None:
+    """Gold questions to score: at least one, each id once."""
+    if not gold:
+        raise ValueError("no gold questions to score")
+    duplicated = sorted(i for i, n in Counter(q.id for q in gold).items() if n > 1)
+    if duplicated:
+        raise ValueError(f"gold question id(s) repeated: {', '.join(duplicated)}")
+
+
 def score_predictions(
     gold: Sequence[Question],
     preds: Mapping[str, Answer],
     known_ref_ids: Collection[str] | None = None,
 ) -> ScoreReport:
     """Score every gold question; a question without a prediction counts as blank."""
-    if not gold:
-        raise ValueError("no gold questions to score")
+    check_gold(gold)
     ids = [q.id for q in gold]
-    duplicated = sorted(i for i, n in Counter(ids).items() if n > 1)
-    if duplicated:
-        raise ValueError(f"gold question id(s) repeated: {', '.join(duplicated)}")
 
     rows = tuple(score_question(q, preds.get(q.id), known_ref_ids) for q in gold)
     n = len(rows)

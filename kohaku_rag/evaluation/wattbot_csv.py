@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
 from kohaku_rag.evaluation.normalise import is_blank_value, parse_ref_ids
@@ -30,6 +30,18 @@ WATTBOT_COLUMNS: tuple[str, ...] = (
     "explanation",
 )
 _REQUIRED_QUESTION_COLUMNS = ("id", "question", "answer_unit")
+
+
+def _row_id(path: Path, line_no: int, row: dict[str | None, str | None], seen: Collection[str]) -> str:
+    """A row's question id, checked: the row fits the header, the id is there and new."""
+    if None in row:
+        raise ValueError(f"{path}: row {line_no} has more fields than the header (unquoted comma?)")
+    qid = (row.get("id") or "").strip()
+    if not qid:
+        raise ValueError(f"{path}: row {line_no} has an empty id")
+    if qid in seen:
+        raise ValueError(f"{path}: question id {qid!r} appears more than once (row {line_no})")
+    return qid
 
 
 def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Question]:
@@ -64,13 +76,7 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
     questions: list[Question] = []
     seen: set[str] = set()
     for line_no, row in enumerate(rows, start=2):
-        if None in row:
-            raise ValueError(f"{path}: row {line_no} has more fields than the header (unquoted comma?)")
-        qid = (row.get("id") or "").strip()
-        if not qid:
-            raise ValueError(f"{path}: row {line_no} has an empty id")
-        if qid in seen:
-            raise ValueError(f"{path}: question id {qid!r} appears more than once")
+        qid = _row_id(path, line_no, row, seen)
         seen.add(qid)
         unit = (row.get("answer_unit") or "").strip() or BLANK
         questions.append(
@@ -139,13 +145,7 @@ def load_submission(csv_path: str | Path) -> dict[str, Answer]:
         raise ValueError(f"{path}: missing column(s) {', '.join(missing)}; {_describe_header(header)}")
     out: dict[str, Answer] = {}
     for line_no, row in enumerate(rows, start=2):
-        if None in row:
-            raise ValueError(f"{path}: row {line_no} has more fields than the header (unquoted comma?)")
-        qid = (row.get("id") or "").strip()
-        if not qid:
-            raise ValueError(f"{path}: row {line_no} has an empty id")
-        if qid in out:
-            raise ValueError(f"{path}: question id {qid!r} appears more than once (row {line_no})")
+        qid = _row_id(path, line_no, row, out)
         value = (row.get("answer_value") or "").strip()
         out[qid] = Answer(
             answer=(row.get("answer") or "").strip(),
