@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a chec
 
 from kohaku_assets.resources import KohakuSettings  # noqa: E402
 from kohaku_assets.runner import run_index  # noqa: E402
+from kohaku_rag.indexing.corpus import read_metadata  # noqa: E402
 
 TARGET_DOCUMENTS = 122
 
@@ -70,13 +71,28 @@ def index_once(corpus: Path, lake: Path, cache_from: Path | None = None) -> tupl
     return seconds, cpu, report.as_dict()
 
 
+def report_metadata(path: Path) -> None:
+    """The real 2026 metadata.csv (UTF-8 with BOM, CRLF, the 2026 columns) as `kohaku index`
+    reads it: documents, papers, URLs kept as listed (version pins included)."""
+    if not path.exists():
+        print(f"metadata: {path} not found (give --metadata)")
+        return
+    meta = read_metadata(path.parent)
+    papers = sum(m.extra.get("type") == "paper" for m in meta.values())
+    pinned = sum(m.url.rstrip("/").rsplit("/", 1)[-1].rpartition("v")[2].isdigit() for m in meta.values())
+    web = sum(m.url.startswith("http") for m in meta.values())
+    print(f"metadata: {len(meta)} documents ({papers} papers), {web} with an http(s) URL, {pinned} version-pinned")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     repo = Path(__file__).resolve().parents[1]
     parser.add_argument("--pdfs", type=Path, default=repo.parent / "shared" / "pdfs")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku-bench-2026"))
     parser.add_argument("--copies", type=int, default=4, help="copies of the PDFs in the repeated run (0: skip it)")
+    parser.add_argument("--metadata", type=Path, default=repo.parent / "shared" / "wattbot2026" / "metadata.csv")
     args = parser.parse_args()
+    report_metadata(args.metadata)
     pdfs = sorted(args.pdfs.glob("*.pdf"))
     if not pdfs:
         raise SystemExit(f"no PDFs in {args.pdfs}")

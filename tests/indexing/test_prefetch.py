@@ -127,17 +127,6 @@ def test_the_2026_metadata_columns_load(tmp_path: Path) -> None:
     assert meta["he2016"].extra["venue"] == "CVPR"
 
 
-def test_the_shared_2026_metadata_loads() -> None:
-    shared = Path(__file__).resolve().parents[3] / "shared" / "wattbot2026"
-    if not (shared / "metadata.csv").exists():
-        pytest.skip("the shared WattBot 2026 metadata.csv is not beside the repository")
-    meta = read_metadata(shared)
-    assert len(meta) == 122
-    assert sum(m.extra.get("type") == "paper" for m in meta.values()) == 114
-    assert all(m.url.startswith("http") for m in meta.values())
-    assert meta["chen2024"].url == "https://arxiv.org/pdf/2405.01814v2"  # the pin as listed
-
-
 def test_prefetch_is_bounded_keeps_pins_and_summarises_failures(server: str, tmp_path: Path) -> None:
     meta = read_metadata(_metadata(tmp_path / "corpus", server).parent)
     lines: list[str] = []
