@@ -83,7 +83,7 @@ def _damage(damaged: tuple[str, ...]) -> str:
 def _mismatch(path: Path, dim: int, model_id: str) -> str:
     """Why a readable store cannot take these vectors ("" when it can)."""
     try:
-        VectorStore(path, dim, model_id=model_id, create=False).close()
+        VectorStore(path, dim, model_id=model_id).close()  # readable: check_store said so
     except IndexMismatchError as exc:
         return str(exc).split(": ", 1)[-1].split(";")[0]
     return ""

@@ -471,11 +471,23 @@ class Retriever:
                     scores.setdefault(node_id, score)
                     if node_id not in kept:
                         kept = dedup([*kept, node_id], cfg.dedup)
-        rows = self.store.get_nodes(kept)
+        items = [
+            item
+            for item in self.context_items(kept, scores)
+            if cfg.content == "all" or item.attachment not in MEDIA_ATTACHMENTS
+        ]
+        if cfg.figure_search == "separate":
+            items = self.with_image_search(items, vectors, weights, cfg)
+        return self.pack(queries[0], items, cfg)
+
+    def context_items(self, node_ids: Sequence[str], scores: Mapping[str, float]) -> list[ContextItem]:
+        """The stored nodes `node_ids` (in that order; unknown ids left out) as context items,
+        with their document title and section heading."""
+        rows = self.store.get_nodes(list(node_ids))
         parents = self.store.get_nodes(
             {r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()}
         )
-        items = [
+        return [
             ContextItem(
                 doc_id=rows[n].doc_id,
                 node_id=n,
@@ -488,12 +500,9 @@ class Retriever:
                 section=section_heading(parents.get(rows[n].parent_id or "")),
                 media_hash=rows[n].media_hash,
             )
-            for n in kept
-            if n in rows and (cfg.content == "all" or rows[n].attachment not in MEDIA_ATTACHMENTS)
+            for n in node_ids
+            if n in rows
         ]
-        if cfg.figure_search == "separate":
-            items = self.with_image_search(items, vectors, weights, cfg)
-        return self.pack(queries[0], items, cfg)
 
     def pack(self, question: str, items: Sequence[ContextItem], cfg: RetrievalConfig) -> list[ContextItem]:
         """The ranked units packed into `cfg.budget_chars` as `cfg.pack` says, their best
@@ -566,27 +575,7 @@ class Retriever:
         figures (so `img_k` sends the best of them). Figures come first for the budget:
         they were asked for by count."""
         scores = self.image_hits(vectors, weights, cfg)
-        rows = self.store.get_nodes(list(scores))
-        parents = self.store.get_nodes(
-            {r.parent_id for r in rows.values() if r.parent_id} | {r.doc_id for r in rows.values()}
-        )
-        figures = [
-            ContextItem(
-                doc_id=rows[n].doc_id,
-                node_id=n,
-                kind=rows[n].kind,
-                page=rows[n].page,
-                score=score,
-                text=rows[n].text,
-                attachment=rows[n].attachment,
-                doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
-                section=section_heading(parents.get(rows[n].parent_id or "")),
-                media_hash=rows[n].media_hash,
-            )
-            for n, score in scores.items()
-            if n in rows
-        ]
-        figures = pack(figures, cfg.budget_chars)
+        figures = pack(self.context_items(list(scores), scores), cfg.budget_chars)
         room = cfg.budget_chars - sum(len(f.text) for f in figures)
         text = pack([i for i in items if i.attachment not in IMAGE_ATTACHMENTS], room)
         return [*text, *figures]
