@@ -9,11 +9,15 @@ Why the prompt is primed as "all but the last token, then the last token alone":
 depend (in the last bits) on how the tokens were split into batches, and at temperature > 0
 such a difference can flip a sampled token. Priming every prompt the same way, from an
 empty cache, makes a (prompt, seed) reply the same whether it runs alone, first or fifth in
-an ensemble, or after another prompt that shares a prefix.
+an ensemble, or after another prompt that shares a prefix. A prompt whose opening repeats
+across calls (chat header, system prompt) is primed as "that prefix, then the rest", the
+prefix's KV state restored when it was saved before (prefix_states.py): the same split
+either way, so the same reply.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -28,6 +32,7 @@ import numpy as np
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
 from kohaku_rag.llm.cpu_backends import CpuBackend, ensure_cpu_backend
+from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
 
@@ -60,7 +65,14 @@ class LlamaCppChat:
     context's initial seed; each request's own `seed` drives its sampling.
     """
 
-    def __init__(self, model_path: Path, n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        prefix_cache: bool = True,
+    ) -> None:
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise BackendError(f"{self.model_path}: GGUF model file not found")
@@ -77,6 +89,8 @@ class LlamaCppChat:
         self.last_timings: LlamaTimings | None = None
         self.cpu_backend: CpuBackend | None = None  # known once the model is loaded
         self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
+        # The KV states of repeating prompt prefixes (prefix_states.py); None turns it off.
+        self.prefix_states: PrefixStates | None = PrefixStates() if prefix_cache else None
 
     def __repr__(self) -> str:
         return f"LlamaCppChat({str(self.model_path)!r}, n_ctx={self.context_window})"
@@ -125,14 +139,15 @@ class LlamaCppChat:
                 prompt_tokens=len(tokens),
                 limit=self.context_window,
             )
+        shared = self._shared_prefix(req.messages, tokens)
         if req.top_logprobs:
-            return self._first_token(llm, tokens, req.top_logprobs, req.reuse_prefix)
+            return self._first_token(llm, tokens, req.top_logprobs, shared, req.reuse_prefix)
         grammar = self._grammar(req.schema_text) if req.schema_text is not None else None
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
         recorder = _TokenLogprobs(len(tokens)) if req.reply_logprobs else None
         try:
-            self._prime(llm, tokens, req.reuse_prefix)
+            self._prime(llm, tokens, shared, req.reuse_prefix)
             out = llm.create_completion(
                 tokens,
                 max_tokens=req.max_tokens,
@@ -170,11 +185,13 @@ class LlamaCppChat:
             mean_logprob=recorder.mean() if recorder is not None else None,
         )
 
-    def _first_token(self, llm: Any, tokens: list[int], top: int, reuse_prefix: bool = False) -> ChatResult:
+    def _first_token(
+        self, llm: Any, tokens: list[int], top: int, shared: int, reuse_prefix: bool = False
+    ) -> ChatResult:
         """The reply's `top` most likely first tokens, read from the model's own distribution
         (no grammar, no sampling): what a verdict's probability is computed from."""
         started = time.perf_counter()
-        self.prompt_tokens_evaluated += self._prime(llm, tokens, reuse_prefix) + 1
+        self.prompt_tokens_evaluated += self._prime(llm, tokens, shared, reuse_prefix) + 1
         llm.eval(tokens[-1:])
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
         logprobs = logits - np.logaddexp.reduce(logits)
@@ -188,12 +205,13 @@ class LlamaCppChat:
             top_logprobs=pairs,
         )
 
-    @staticmethod
-    def _prime(llm: Any, tokens: list[int], reuse_prefix: bool = False) -> int:
+    def _prime(self, llm: Any, tokens: list[int], shared: int, reuse_prefix: bool = False) -> int:
         """Leave exactly tokens[:-1] in the KV cache, computed from scratch unless already
         there; with `reuse_prefix`, the longest prefix shared with the cached tokens is kept
-        and only the rest evaluated (one question against many passages). Returns how many
-        tokens it evaluated.
+        and only the rest evaluated (one question against many passages). `shared` is the
+        length of the prompt's repeating prefix (chat header and system prompt): a fresh
+        evaluation restores its saved state, or evaluates and saves it, then evaluates the
+        rest. Returns how many tokens it evaluated.
 
         `create_completion` then evaluates only the last prompt token itself (llama's
         prefix match), both on a cold cache and on a reused one.
@@ -203,12 +221,29 @@ class LlamaCppChat:
         n = min(len(cached), head)
         differs = np.flatnonzero(cached[:n] != np.asarray(tokens[:n]))
         common = int(differs[0]) if len(differs) else n
+        evaluated = 0
         if common < head and not reuse_prefix:
-            common = 0  # a fresh evaluation: the same logits whatever ran before
+            # A fresh evaluation: the same logits whatever ran before.
+            if self.prefix_states is not None and MIN_PREFIX_TOKENS <= shared < head:
+                evaluated = self.prefix_states.evaluate(llm, tokens[:shared])
+                common = shared
+            else:
+                common = 0
         # `eval` drops the KV entries past n_tokens before it writes new ones.
         llm.n_tokens = common
         llm.eval(tokens[common:head])
-        return head - common  # the tokens evaluated now
+        return evaluated + head - common  # the tokens evaluated now
+
+    def _shared_prefix(self, messages: tuple[Message, ...], tokens: list[int]) -> int:
+        """How many leading tokens do not depend on the last message's content: the chat
+        header, the system prompt and the last message's own header, which repeat from one
+        call to the next."""
+        if self.prefix_states is None or not messages:
+            return 0
+        blank = self._tokens((*messages[:-1], dataclasses.replace(messages[-1], content="")))
+        n = min(len(blank), len(tokens))
+        differs = np.flatnonzero(np.asarray(blank[:n]) != np.asarray(tokens[:n]))
+        return int(differs[0]) if len(differs) else n
 
     def _model(self) -> Any:
         if self._llm is not None:

@@ -15,6 +15,7 @@ from kohaku_rag.llm import LLMSpec, make_chat_model  # noqa: E402
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ContextOverflowError, Message  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import BUNDLED_SIZE, ensure_bundled_model  # noqa: E402
+from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates  # noqa: E402
 
 # Joined once and kept (git-ignored) so later runs skip the 1.1 GB copy.
 MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
@@ -30,7 +31,7 @@ def llm() -> LlamaCppChat:
 
 
 def user(text: str) -> tuple[Message, ...]:
-    return (Message("system", "You are a terse assistant."), Message("user", text))
+    return (Message("system", "You are a terse assistant: reply with as few words as you can."), Message("user", text))
 
 
 def test_schema_constrained_reply(llm: LlamaCppChat) -> None:
@@ -50,10 +51,15 @@ def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
     batch = [reqs[0], other, reqs[1], reqs[2]]
     p_shared, p_other = llm.prompt_tokens(messages), llm.prompt_tokens(other.messages)
 
+    shared = llm._shared_prefix(other.messages, llm._tokens(other.messages))  # noqa: SLF001
+    assert shared >= MIN_PREFIX_TOKENS  # the chat header and system prompt both prompts open with
+
+    llm.prefix_states = PrefixStates()  # what earlier tests saved is forgotten
     before = llm.prompt_tokens_evaluated
     results = llm.complete_many(batch)
-    # Grouped by prompt: each prompt evaluated once; a repeat costs one replayed token.
-    assert llm.prompt_tokens_evaluated - before == p_shared + p_other + 2
+    # Grouped by prompt: each prompt evaluated once; a repeat costs one replayed token; the
+    # second prompt's opening is restored from the first's saved prefix state.
+    assert llm.prompt_tokens_evaluated - before == p_shared + (p_other - shared) + 2
 
     # Each reply sits in its own slot and equals the same request made on its own.
     alone: dict[int, str] = {}
@@ -62,7 +68,7 @@ def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
         alone[i] = llm.complete(batch[i]).text
         assert llm.last_timings is not None
         evaluated.append(llm.last_timings.prompt_tokens_evaluated)
-    assert evaluated == [1, p_shared, 1, 1]
+    assert evaluated == [1, p_shared - shared, 1, 1]
     assert [r.text for r in results] == [alone[i] for i in range(4)]
 
 
@@ -79,11 +85,40 @@ def test_reuse_prefix_evaluates_only_what_the_cache_lacks(llm: LlamaCppChat) -> 
     before = llm.prompt_tokens_evaluated
     llm.complete(reqs[1])
     assert llm.prompt_tokens_evaluated - before == len(second) - common
-    # Without the flag the same prompt is evaluated afresh (reproducible logits).
+    # Without the flag the same prompt is evaluated afresh (reproducible logits) but for its
+    # opening (chat header, system prompt), restored from its saved state.
     llm.complete(reqs[0])
     before = llm.prompt_tokens_evaluated
     llm.complete(replace(reqs[1], reuse_prefix=False))
-    assert llm.prompt_tokens_evaluated - before == len(second)
+    shared = llm._shared_prefix(reqs[1].messages, second)  # noqa: SLF001
+    assert llm.prompt_tokens_evaluated - before == len(second) - shared
+
+
+def test_a_repeating_prefix_is_evaluated_once_and_changes_no_reply(llm: LlamaCppChat) -> None:
+    """Planner and answer calls alternate, so the KV of the last prompt never holds the next
+    one's opening; the saved prefix state does, and a reply is the same with or without it."""
+
+    def ask(text: str, seed: int) -> ChatRequest:
+        return ChatRequest(user(text), temperature=1.0, max_tokens=6, seed=seed)
+
+    a, b = ask("Name a random animal.", 1), ask("Name a random colour and a fruit.", 2)
+    llm.prefix_states = PrefixStates()
+    assert llm.complete(a).text
+    assert llm.prefix_states.misses == 1 and len(llm.prefix_states) == 1
+    b_after_a = llm.complete(b).text
+    assert llm.prefix_states.hits == 1
+    shared = llm._shared_prefix(b.messages, llm._tokens(b.messages))  # noqa: SLF001
+    assert llm.last_timings is not None
+    assert llm.last_timings.prompt_tokens_evaluated == llm.prompt_tokens(b.messages) - shared
+
+    # The same request on a model that never saw `a`, and on one with no prefix cache.
+    fresh = LlamaCppChat(llm.model_path, n_ctx=512, n_threads=1)
+    assert fresh.complete(b).text == b_after_a
+    assert fresh.prefix_states is not None and fresh.prefix_states.misses == 1
+    plain = LlamaCppChat(llm.model_path, n_ctx=512, n_threads=1, prefix_cache=False)
+    plain.complete(b)
+    assert plain.last_timings is not None
+    assert plain.last_timings.prompt_tokens_evaluated == llm.prompt_tokens(b.messages)
 
 
 def test_seed_drives_sampling(llm: LlamaCppChat) -> None:

@@ -1,0 +1,68 @@
+"""Saved KV-cache states of prompt prefixes that repeat, so they are evaluated once.
+
+Why: every planner call starts with the same chat header and system prompt, and so does
+every answer call; the two alternate, so llama.cpp's own reuse (the KV of the last prompt)
+never sees the repeat. A prefix's state is a few MB (28 KB per token for the bundled 1.5B
+model), saved with llama.cpp's per-sequence state API and copied back before the rest of
+the prompt is evaluated.
+
+Why the split is fixed: logits depend in their last bits on how tokens were batched, so a
+prompt with a shareable prefix is always evaluated as "prefix, then the rest" from an empty
+cache, whether the prefix state was restored or just computed. A reply is then the same
+whatever ran before it (see llama.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["MIN_PREFIX_TOKENS", "PrefixStates"]
+
+# Below this a saved state saves less than its copy costs.
+MIN_PREFIX_TOKENS = 16
+
+
+class PrefixStates:
+    """An LRU of llama.cpp sequence states, keyed by the prefix tokens they hold."""
+
+    def __init__(self, capacity: int = 8) -> None:
+        self.capacity = capacity
+        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def evaluate(self, llm: Any, prefix: list[int]) -> int:
+        """Leave exactly `prefix` in the KV cache (sequence 0): restored if saved, else
+        evaluated from an empty cache and saved. Returns how many tokens it evaluated."""
+        import llama_cpp
+
+        key = tuple(prefix)
+        memory = llama_cpp.llama_get_memory(llm.ctx)
+        llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
+        saved = self._states.get(key)
+        if saved is not None:
+            buffer = (ctypes.c_uint8 * len(saved)).from_buffer_copy(saved)
+            if llama_cpp.llama_state_seq_set_data(llm.ctx, buffer, len(saved), 0):
+                self._states.move_to_end(key)
+                llm.input_ids[: len(prefix)] = prefix
+                llm.n_tokens = len(prefix)
+                self.hits += 1
+                return 0
+            del self._states[key]  # refused (e.g. no room): evaluate it instead
+            llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
+        self.misses += 1
+        llm.n_tokens = 0
+        llm.eval(prefix)
+        size = llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(llm.ctx, buffer, size, 0)
+        if written:
+            self._states[key] = bytes(buffer)[:written]
+            while len(self._states) > self.capacity:
+                self._states.popitem(last=False)
+        return len(prefix)
