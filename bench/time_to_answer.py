@@ -1,6 +1,7 @@
 """Time to answer with the bundled model: what a person at the ask page waits, before/after.
 
-    flock /tmp/kohaku-llm.lock python bench/time_to_answer.py --baseline-llama DIR \
+    flock /tmp/kohaku-llm.lock python bench/time_to_answer.py \
+        --baseline-code CHECKOUT --baseline-llama DIR \
         [--lake DIR] [--wattbot ../shared/wattbot] [--n 8] [--work /tmp/kohaku-bench-tta]
 
 Asks the first --n train questions of WattBot 2025 with the default config (4,000-character
@@ -8,13 +9,15 @@ context, the planner, the is_blank retry) through `Rag.ask`, exactly as `kohaku 
 once per setting in its own process on a fresh copy of the lake (no stored answers), after
 one warm-up question that loads the model:
 
-- before: the llama.cpp in --baseline-llama (a folder holding a `llama_cpp` package built
-  the old way, e.g. `CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --target DIR --no-deps
-  llama-cpp-python==0.3.36`), prompt prefix cache off (KOHAKU_PREFIX_CACHE=0);
-- after: this install's llama.cpp (per-CPU variants picked at run time) and its prefix cache.
+- before: the code of --baseline-code (a checkout of an earlier commit, e.g. `git worktree
+  add /tmp/base 089bacf`: no prefix cache) with the llama.cpp in --baseline-llama (a folder
+  holding a `llama_cpp` package built the old way, e.g. `CMAKE_ARGS="-DGGML_NATIVE=OFF" pip
+  install --target DIR --no-deps llama-cpp-python==0.3.36`: AVX2 at most);
+- after: this checkout with this install's llama.cpp (per-CPU variants picked at run time;
+  --llama DIR to measure another build) and its prompt-prefix states.
 
-Prints per setting the CPU backend, median/p90/mean seconds per question, prefill tokens
-evaluated, and then how many answers (answer, value, refs) are the same in both.
+Prints per setting the CPU backend, median/p90/mean seconds per question and the WattBot
+score of its answers, then how many answers (answer, value, refs) are the same in both.
 Without --lake the WattBot corpus is indexed into --work first (minutes, once).
 """
 
@@ -31,21 +34,24 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
 
 
 def worker(lake: Path, questions_csv: Path, n: int) -> None:
     """One setting: ask the questions in this process and print one JSON line per question."""
-    import kohaku_rag as kr
+    import kohaku_rag as kr  # from the PYTHONPATH the parent chose: this or the baseline checkout
     from kohaku_rag.evaluation.wattbot_csv import load_questions
-    from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
+
+    try:
+        from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
+    except ImportError:  # a checkout from before per-CPU variants
+        ensure_cpu_backend = None
 
     questions = load_questions(questions_csv)
     rag = kr.open(lake)
     warm = questions[n]
     rag.ask(warm.question, unit=warm.answer_unit)  # loads the model; not counted
-    print(json.dumps({"backend": ensure_cpu_backend().variant}), flush=True)
+    backend = ensure_cpu_backend().variant if ensure_cpu_backend else "built in"
+    print(json.dumps({"backend": backend, "code": str(Path(kr.__file__).parents[1])}), flush=True)
     for q in questions[:n]:
         started = time.perf_counter()
         result = rag.ask(q.question, unit=q.answer_unit)
@@ -57,6 +63,8 @@ def worker(lake: Path, questions_csv: Path, n: int) -> None:
                     "seconds": round(seconds, 2),
                     "answer": result.answer,
                     "value": result.value,
+                    "unit": result.unit,
+                    "is_blank": result.is_blank,
                     "refs": list(result.refs),
                 }
             ),
@@ -76,7 +84,17 @@ def fresh_lake(source: Path, dest: Path) -> Path:
 
 
 def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, str]) -> dict:
-    cmd = [sys.executable, __file__, "--worker", "--lake", str(lake), "--n", str(args.n), "--wattbot", str(args.wattbot)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        "--lake",
+        str(lake),
+        "--n",
+        str(args.n),
+        "--wattbot",
+        str(args.wattbot),
+    ]
     print(f"[{name}] asking {args.n} questions ...", flush=True)
     started = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
@@ -84,11 +102,14 @@ def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, 
         sys.exit(f"[{name}] failed:\n{proc.stderr[-3000:]}")
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     backend = next(line["backend"] for line in lines if "backend" in line)
+    code = next(line["code"] for line in lines if "code" in line)
     rows = [line for line in lines if "id" in line]
     secs = sorted(r["seconds"] for r in rows)
     summary = {
         "setting": name,
+        "code": code,
         "cpu_backend": backend,
+        "score": wattbot_score(args.wattbot / "train_QA.csv", rows),
         "questions": len(rows),
         "median_s": round(statistics.median(secs), 1),
         "p90_s": round(secs[min(len(secs) - 1, int(0.9 * len(secs)))], 1),
@@ -100,6 +121,20 @@ def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, 
     for r in rows:
         print(f"  {r['id']}: {r['seconds']:6.1f} s  {r['answer']!r} refs={r['refs']}", flush=True)
     return {"summary": summary, "rows": rows}
+
+
+def wattbot_score(questions_csv: Path, rows: list[dict]) -> float:
+    """The WattBot score of these answers on the questions asked (train_QA.csv's gold)."""
+    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.evaluation.score import score_predictions
+    from kohaku_rag.evaluation.wattbot_csv import load_questions
+
+    asked = {r["id"] for r in rows}
+    gold = [q for q in load_questions(questions_csv) if q.id in asked]
+    preds = {
+        r["id"]: Answer(r["answer"], r["value"], r["unit"], tuple(r["refs"]), is_blank=r["is_blank"]) for r in rows
+    }
+    return round(score_predictions(gold, preds).final, 3)
 
 
 def build_lake(wattbot: Path, work: Path) -> Path:
@@ -116,9 +151,13 @@ def build_lake(wattbot: Path, work: Path) -> Path:
 
 
 def main() -> None:
+    sys.path.insert(0, str(ROOT))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline-code", type=Path, help="a checkout of the commit to compare with")
     parser.add_argument("--baseline-llama", type=Path, help="folder holding the baseline build's llama_cpp package")
-    parser.add_argument("--llama", type=Path, help="folder holding the llama_cpp package to measure (default: the installed one)")
+    parser.add_argument(
+        "--llama", type=Path, help="folder holding the llama_cpp package to measure (default: the installed one)"
+    )
     parser.add_argument("--lake", type=Path, help="an indexed WattBot lake (default: index one into --work)")
     parser.add_argument("--wattbot", type=Path, default=ROOT.parent / "shared" / "wattbot")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku-bench-tta"))
@@ -133,11 +172,15 @@ def main() -> None:
     source = source or build_lake(args.wattbot, args.work)
     base_env = {**os.environ, "PYTHONPATH": str(ROOT)}
     settings = []
-    if args.baseline_llama:
+    if args.baseline_code or args.baseline_llama:
+        if not (args.baseline_code and args.baseline_llama):
+            sys.exit("--baseline-code and --baseline-llama go together (see --help)")
         if not (args.baseline_llama / "llama_cpp").is_dir():
             sys.exit(f"{args.baseline_llama}: no llama_cpp package in it (see --help)")
-        before_env = {**base_env, "PYTHONPATH": f"{args.baseline_llama}{os.pathsep}{ROOT}", "KOHAKU_PREFIX_CACHE": "0"}
-        settings.append(("before", before_env))
+        if not (args.baseline_code / "kohaku_rag").is_dir():
+            sys.exit(f"{args.baseline_code}: not a kohaku-lake checkout")
+        before_path = f"{args.baseline_llama}{os.pathsep}{args.baseline_code}"
+        settings.append(("before", {**base_env, "PYTHONPATH": before_path}))
     after_env = {**base_env, "PYTHONPATH": f"{args.llama}{os.pathsep}{ROOT}"} if args.llama else base_env
     settings.append(("after", after_env))
     results = {}

@@ -15,6 +15,10 @@ ensemble_specs = DynamicPartitionsDefinition(name=ENSEMBLE_SPECS)
 # One partition per sweep file in the configs folder's sweeps/ (its members are configs).
 SWEEPS = "sweeps"
 sweeps = DynamicPartitionsDefinition(name=SWEEPS)
+# One partition per UTC day on which `kohaku serve` answered something (served_answers_sensor
+# adds them): a day without questions is no partition, not a "missing" one.
+SERVED_DAYS = "served_days"
+served_days = DynamicPartitionsDefinition(name=SERVED_DAYS)
 
 INDEXING_GROUP = "indexing"
 ANSWERING_GROUP = "answering"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dagster import (
     AddDynamicPartitionsRequest,
+    AssetMaterialization,
     DagsterRunStatus,
     DefaultSensorStatus,
     DeleteDynamicPartitionsRequest,
@@ -22,9 +23,20 @@ from dagster import (
     sensor,
 )
 
+from kohaku_assets.assets.serving import day_metadata
 from kohaku_assets.dagster_private import RUN_KEY_TAG, UnresolvedAssetJobDefinition
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
-from kohaku_assets.partitions import CONFIGS, DOCUMENTS, SWEEPS, configs, documents, ensemble_specs, sweeps
+from kohaku_assets.partitions import (
+    CONFIGS,
+    DOCUMENTS,
+    SERVED_DAYS,
+    SWEEPS,
+    configs,
+    documents,
+    ensemble_specs,
+    served_days,
+    sweeps,
+)
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
@@ -36,6 +48,8 @@ from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
+from kohaku_rag.lake import Lake
+from kohaku_rag.serving.served import SERVED, day_path
 
 # ── the corpus ─────────────────────────────────────────────────────────────
 
@@ -343,4 +357,41 @@ def sweeps_sensor(context: SensorEvaluationContext, settings: KohakuSettings) ->
     )
 
 
-SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor, sweeps_sensor]
+# ── what `kohaku serve` answered ───────────────────────────────────────────
+
+
+def served_versions(lake: Lake) -> dict[str, str]:
+    """Each day file's version (size and modification time: the server only appends)."""
+    out = {}
+    for day in lake.partitions(SERVED):
+        stat = day_path(lake, day).stat()
+        out[day] = f"{stat.st_size}:{stat.st_mtime_ns}"
+    return out
+
+
+@sensor(
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Registers each day `kohaku serve` answered questions as a `served_answers` partition and records "
+    "the day's rows as its materialization when the file changes (no run is launched: it reads one small file).",
+)
+def served_answers_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
+    versions = served_versions(settings.lake)
+    seen = json.loads(context.cursor) if context.cursor else {}
+    changed = sorted(day for day, version in versions.items() if seen.get(day) != version)
+    if not changed:
+        return SkipReason("no served answers since the last tick")
+    registered = set(context.instance.get_dynamic_partitions(SERVED_DAYS))
+    events = [
+        AssetMaterialization(asset_key=SERVED, partition=day, metadata=day_metadata(day_path(settings.lake, day)))
+        for day in changed
+    ]
+    context.log.info(f"recorded {len(changed)} day(s) of served answers: {', '.join(changed)}")
+    return SensorResult(
+        asset_events=events,
+        dynamic_partitions_requests=_partition_requests(served_days, sorted(set(changed) - registered), []),
+        cursor=json.dumps(versions, sort_keys=True),
+    )
+
+
+SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor, sweeps_sensor, served_answers_sensor]

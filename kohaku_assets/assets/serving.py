@@ -1,16 +1,19 @@
-"""What people asked `kohaku serve`: the `served_answers` table, one partition per UTC day.
+"""What people asked `kohaku serve`: the `served_answers` table, one partition per UTC day
+with answers.
 
 The server appends each answer to its day's Parquet file as it serves it
-(kohaku_rag.serving.served); materializing a day reads that file back, checks it against
-the declared schema and shows its rows in the UI, so a team sees what is asked, with which
-config, how fast, and can turn real questions into an evaluation set."""
+(kohaku_rag.serving.served); `served_answers_sensor` registers each such day as a partition
+and records the file's rows as the day's materialization when the file changes, so a team
+sees in the UI what is asked, with which config, how fast, and can turn real questions into
+an evaluation set. Materializing a day from the UI reads the file back the same way."""
 
 import statistics
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 from dagster import (
     AssetExecutionContext,
-    DailyPartitionsDefinition,
     MaterializeResult,
     MetadataValue,
     TableColumn,
@@ -19,33 +22,18 @@ from dagster import (
     asset,
 )
 
-from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS
-from kohaku_assets.resources import KohakuSettings
+from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, served_days
+from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_rag.serving.served import SERVED, day_path, read_day
-
-# end_offset=1: today is a partition too (answers arrive all day; re-materialize to refresh it)
-days = DailyPartitionsDefinition(start_date="2026-01-01", timezone="UTC", end_offset=1)
 
 PREVIEW_ROWS = 20
 
 
-@asset(
-    name=SERVED,
-    partitions_def=days,
-    group_name=ANSWERING_GROUP,
-    owners=OWNERS,
-    tags=ANSWERING_TAGS,
-    kinds={"parquet", "duckdb", "python"},
-    code_version="1",
-    description="Every question answered by `kohaku serve` that day (question, config, answer, refs, seconds, "
-    "time; no client address), appended by the server to `LAKE/served_answers/DAY.parquet` (LAKE: the lake "
-    "folder). Materializing a day shows its rows: "
-    "`duckdb -c \"from 'LAKE/served_answers/*.parquet'\"` reads them all.",
-)
-def served_answers(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    path = day_path(settings.lake, context.partition_key)
+def day_metadata(path: Path) -> dict[str, Any]:
+    """What the UI shows for one day's file: counts, the median time to answer, the configs
+    asked, and the latest rows."""
     if not path.exists():
-        return MaterializeResult(metadata={"questions": 0, "path": MetadataValue.path(str(path))})
+        return {"questions": 0, "path": MetadataValue.path(str(path))}
     rows = read_day(path).to_pylist()
     seconds = [r["seconds"] for r in rows if not r["stored"]]
     configs = Counter(r["config"] for r in rows)
@@ -66,14 +54,29 @@ def served_answers(context: AssetExecutionContext, settings: KohakuSettings) -> 
         [TableColumn(n, t) for n, t in (("time", "string"), ("question", "string"), ("config", "string"),
                                          ("answer", "string"), ("refs", "string"), ("seconds", "float"))]
     )  # fmt: skip
-    return MaterializeResult(
-        metadata={
-            "questions": len(rows),
-            "answered_from_store": sum(r["stored"] for r in rows),
-            "blank": sum(r["is_blank"] for r in rows),
-            "median_seconds": round(statistics.median(seconds), 2) if seconds else None,
-            "configs": MetadataValue.json(dict(configs)),
-            "path": MetadataValue.path(str(path)),
-            "latest": MetadataValue.table(preview, schema=schema),
-        }
-    )
+    return {
+        "questions": len(rows),
+        "answered_from_store": sum(r["stored"] for r in rows),
+        "blank": sum(r["is_blank"] for r in rows),
+        "median_seconds": round(statistics.median(seconds), 2) if seconds else None,
+        "configs": MetadataValue.json(dict(configs)),
+        "path": MetadataValue.path(str(path)),
+        "latest": MetadataValue.table(preview, schema=schema),
+    }
+
+
+@asset(
+    name=SERVED,
+    partitions_def=served_days,
+    group_name=ANSWERING_GROUP,
+    owners=OWNERS,
+    tags=ANSWERING_TAGS,
+    kinds={"parquet", "duckdb", "python"},
+    code_version="1",
+    description="Every question answered by `kohaku serve` that day (question, config, answer, refs, seconds, "
+    f"time; no client address), appended by the server to `{lake_path(SERVED)}/DAY.parquet`; "
+    "served_answers_sensor adds each day with answers as a partition and records its rows when they change. "
+    f"`duckdb -c \"from '{lake_path(SERVED, '*.parquet')}'\"` reads them all.",
+)
+def served_answers(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    return MaterializeResult(metadata=day_metadata(day_path(settings.lake, context.partition_key)))
