@@ -10,6 +10,7 @@ from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS
 from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
+from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
 from kohaku_rag.lake import Lake, write_parquet_atomic
 
@@ -28,7 +29,8 @@ REFRESH_WHEN = after_deps_update("refresh after any score update")
     automation_condition=REFRESH_WHEN,
     description="Every scored config and ensemble in one Parquet table: "
     f"`duckdb -c \"from '{lake_path('qa', 'leaderboard.parquet')}'\"`; each row's `index_version` is the "
-    "index its answers were retrieved from (the `vector_index` data version). Up to date when "
+    "index its answers were retrieved from (the `vector_index` data version); `not_scored` names the configs never "
+    "run (their `scores` partitions show as missing). Up to date when "
     "refreshed after the latest scores and cross-config ensembles (automation condition, sensor on).",
 )
 @lake_writer
@@ -40,13 +42,29 @@ def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> Mat
     rows = [{**row, "index_version": index} for row in rows]
     path = st.leaderboard_path(settings.lake)
     write_parquet_atomic(pa.Table.from_pylist(rows) if rows else pa.table({"config": pa.array([], pa.string())}), path)
+    waiting = not_scored(settings.lake, rows)
+    if waiting:
+        context.log.info(f"not on the leaderboard yet: {waiting}")
     return MaterializeResult(
         metadata={
             "configs": len(rows),
+            # Why `scores` shows missing partitions: configs that were never run (not an error).
+            "not_scored": waiting or "none",
             "index_version": index,
             "path": MetadataValue.path(str(path)),
             "table": MetadataValue.md(leaderboard_markdown(rows)),
         }
+    )
+
+
+def not_scored(lake: Lake, rows: list[dict]) -> str:
+    """The configs in the configs folder with no row yet, and how to run one."""
+    names = sorted(set(config_files(configs_dir(lake))) - {str(r["config"]) for r in rows})
+    if not names:
+        return ""
+    return (
+        f"{', '.join(names)} (never run, so their `scores` partitions show as missing; run one with "
+        "`kohaku eval --config NAME` or materialize its `answer_config` partition)"
     )
 
 

@@ -113,6 +113,20 @@ def test_a_reindex_shows_the_answers_stale_and_starts_nothing(env):
     assert board[0]["index_version"] == st.index_fingerprint(settings.lake) != version
 
 
+def test_the_leaderboard_names_the_configs_that_never_ran(env):
+    """Failed on main: with `default` never run, `scores` showed a grey "missing" partition
+    and nothing on the leaderboard said why."""
+    settings, server, questions = env
+    write_config(settings, "a", server, questions)
+    run_config(settings, "a")
+    instance = instance_for(settings.lake.root)
+    assert set(instance.get_dynamic_partitions("configs")) == {"a", "default"}
+    event = instance.get_latest_materialization_event(AssetKey("leaderboard"))
+    assert event is not None and event.asset_materialization is not None
+    waiting = event.asset_materialization.metadata["not_scored"].value
+    assert waiting.startswith("default (never run") and "kohaku eval --config NAME" in waiting
+
+
 def test_configs_sensor_runs_only_what_changed_after_it_was_turned_on(env):
     """Failed on main: turning the sensor on started every config that never ran, `default`
     (the bundled model, ~30 minutes) included."""
