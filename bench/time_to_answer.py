@@ -48,8 +48,7 @@ def worker(lake: Path, questions_csv: Path, n: int) -> None:
 
     questions = load_questions(questions_csv)
     rag = kr.open(lake)
-    warm = questions[n]
-    rag.ask(warm.question, unit=warm.answer_unit)  # loads the model; not counted
+    rag.ask("What is this collection of documents about?")  # loads the model; not counted
     backend = ensure_cpu_backend().variant if ensure_cpu_backend else "built in"
     print(json.dumps({"backend": backend, "code": str(Path(kr.__file__).parents[1])}), flush=True)
     for q in questions[:n]:

@@ -1,0 +1,56 @@
+"""llama.cpp's CPU code is picked for the running CPU from the portable install's variants."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("llama_cpp")
+
+from kohaku_rag.llm.cpu_backends import ensure_cpu_backend, variant_dirs  # noqa: E402
+
+
+def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() -> None:
+    """`make install` builds llama.cpp with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS; loading a
+    model through llama-cpp-python 0.3.36 alone fails ("no backends are loaded")."""
+    import llama_cpp
+
+    package = Path(llama_cpp.__file__).parent
+    (where,) = variant_dirs(package)
+    variants = sorted(p.name for p in where.glob("libggml-cpu-*.so"))
+    assert {"libggml-cpu-x64.so", "libggml-cpu-haswell.so", "libggml-cpu-skylakex.so"} <= set(variants)
+    backend = ensure_cpu_backend()
+    assert backend.path is not None and backend.path.name in variants
+    assert ensure_cpu_backend() is backend  # loaded once
+    flags = Path("/proc/cpuinfo").read_text().split()
+    if "avx512f" in flags:  # this machine: an AVX-512 variant, not the AVX2 one
+        assert backend.variant not in ("x64", "sse42", "sandybridge", "ivybridge", "haswell", "piledriver")
+
+
+def test_without_the_loader_llama_cpp_finds_no_cpu_backend(tmp_path: Path) -> None:
+    """What ensure_cpu_backend fixes, shown in a fresh process (the loader is process-wide)."""
+    from kohaku_rag.llm.model_files import ensure_bundled_model
+
+    model = ensure_bundled_model(Path(__file__).resolve().parents[2] / ".models")
+    code = (
+        "import sys, llama_cpp\n"
+        "try:\n"
+        f"    llama_cpp.Llama(model_path={str(model)!r}, n_ctx=64, verbose=False)\n"
+        "except ValueError as exc:\n"
+        "    sys.exit(f'refused: {exc}')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert "refused: Failed to load model" in done.stderr
+
+
+def test_variant_dirs_finds_the_wheel_s_bin_folder(tmp_path: Path) -> None:
+    package = tmp_path / "site-packages" / "llama_cpp"
+    (package / "lib").mkdir(parents=True)
+    (package / "lib" / "libllama.so").touch()
+    assert variant_dirs(package) == []
+    (package.parent / "bin").mkdir()
+    (package.parent / "bin" / "libggml-cpu-haswell.so").touch()
+    assert variant_dirs(package) == [package.parent / "bin"]
