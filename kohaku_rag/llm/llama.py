@@ -33,6 +33,7 @@ from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
 from kohaku_rag.llm.cpu_backends import CpuBackend, ensure_cpu_backend
 from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates
+from kohaku_rag.llm.reply_stream import ReplySink, reply_sink
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
 
@@ -146,40 +147,40 @@ class LlamaCppChat:
         llama_cpp.llama_perf_context_reset(llm.ctx)
         started = time.perf_counter()
         recorder = _TokenLogprobs(len(tokens)) if req.reply_logprobs else None
+        sink = reply_sink()
         try:
             self._prime(llm, tokens, shared, req.reuse_prefix)
-            out = llm.create_completion(
+            completion = llm.create_completion(
                 tokens,
                 max_tokens=req.max_tokens,
                 temperature=req.temperature,
                 seed=req.seed,
                 grammar=grammar,
                 logits_processor=llama_cpp.LogitsProcessorList([recorder]) if recorder is not None else None,
+                stream=sink is not None,
             )
+            text, finish, completion_tokens = _collect(completion, sink)
         except (RuntimeError, ValueError) as exc:
             raise BackendError(f"{self.model_id}: generation failed: {exc}") from exc
         seconds = time.perf_counter() - started
         perf = llama_cpp.llama_perf_context(llm.ctx)
         self.last_timings = LlamaTimings(perf.n_p_eval, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
         self.prompt_tokens_evaluated += perf.n_p_eval
-        choice = out["choices"][0]
-        text = choice["text"]
         if req.json_schema is not None:
             try:
                 loads_json(text)
             except json.JSONDecodeError as exc:
-                if choice.get("finish_reason") == "length":
+                if finish == "length":
                     raise UnusableReply(
                         f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
                         "was complete; raise max_tokens"
                     ) from None
                 raise UnusableReply(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
             text = text.strip()
-        usage = out.get("usage") or {}
         return ChatResult(
             text=text,
             prompt_tokens=len(tokens),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            completion_tokens=completion_tokens,
             seconds=seconds,
             cached=False,
             mean_logprob=recorder.mean() if recorder is not None else None,
@@ -298,6 +299,25 @@ class LlamaCppChat:
                 raise BackendError(f"{self.model_id}: cannot turn the JSON schema into a grammar: {exc}") from exc
             self._grammars[schema_json] = grammar
         return grammar
+
+
+def _collect(completion: Any, sink: ReplySink | None) -> tuple[str, str | None, int]:
+    """(text, finish reason, completion tokens) of a completion: a whole one, or streamed
+    chunks whose text goes to `sink` as it is generated (the same tokens either way: one
+    sampling loop, read as it runs)."""
+    if sink is None:
+        choice = completion["choices"][0]
+        usage = completion.get("usage") or {}
+        return choice["text"], choice.get("finish_reason"), int(usage.get("completion_tokens") or 0)
+    parts: list[str] = []
+    finish = None
+    for chunk in completion:
+        choice = chunk["choices"][0]
+        if choice["text"]:
+            parts.append(choice["text"])
+            sink(choice["text"])
+        finish = choice.get("finish_reason") or finish
+    return "".join(parts), finish, len(parts)
 
 
 class _TokenLogprobs:

@@ -128,8 +128,10 @@ async def chat_completions(request: Request) -> Response:
     async def events() -> Any:
         yield chunk({"role": "assistant", "content": ""})
         async for kind, payload in progress_stream(lambda say: service.ask(question, name, None, say, via="openai")):
-            if kind == "progress":
-                yield f": {payload.get('stage', '')}\n\n"
+            if kind == "progress" and "stage" in payload:  # a comment: clients ignore it, proxies see life
+                yield f": {payload['stage']}\n\n"
+            elif kind == "progress":  # the model's raw JSON reply as it is written: not the message content
+                continue
             elif kind == "done":
                 message = message_of(payload)
                 yield chunk({"content": message["content"]})

@@ -93,7 +93,13 @@ def _op(summary: str, ok: dict[str, Any], body: dict[str, Any] | None = None, **
 
 _DOC_ID = {"name": "doc_id", "in": "path", "required": True, "schema": STR}
 _HIGHLIGHT = {"name": "highlight", "in": "query", "required": False, "schema": STR, "description": "a node id"}
-_EVENTS = {"text/event-stream": {"schema": STR, "description": "progress events, then done (or error)"}}
+_EVENTS = {
+    "text/event-stream": {
+        "schema": STR,
+        "description": "progress events (a stage, or `reply`: the model's reply text as it is written), "
+        "then done (or error)",
+    }
+}
 
 SCHEMA: dict[str, Any] = {
     "openapi": "3.1.0",
@@ -120,7 +126,8 @@ SCHEMA: dict[str, Any] = {
         },
         "/api/ask": {
             "post": _op(
-                "Answer a question (stream: progress events planning, retrieving, answering, done)",
+                "Answer a question (stream: progress events planning, retrieving, answering, the reply as the "
+                "bundled model writes it, done)",
                 {"content": {**_json(ANSWER)["content"], **_EVENTS}},
                 _obj(["question"], question=STR, config=STR, unit=STR, stream=BOOL),
             )

@@ -27,6 +27,7 @@ from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
 from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.lake import Lake, check_key
+from kohaku_rag.llm.reply_stream import streaming_reply
 from kohaku_rag.models import ModelPool
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.retriever import ContextItem
@@ -168,10 +169,14 @@ class AnswerService:
         def say(stage: str) -> None:  # from the answering thread
             loop.call_soon_threadsafe(progress, {"stage": stage})
 
+        def write(text: str) -> None:  # the model's reply as it is generated (bundled model)
+            loop.call_soon_threadsafe(progress, {"reply": text})
+
         def answer() -> dict[str, Any]:
             started = time.perf_counter()
             try:
-                result = self.rag().ask(question, config=named.config, unit=unit, progress=say)
+                with streaming_reply(write):
+                    result = self.rag().ask(question, config=named.config, unit=unit, progress=say)
             except BackendError as exc:
                 raise ApiError(502, f"the LLM failed: {exc}") from exc
             except KohakuError as exc:

@@ -16,6 +16,7 @@ from kohaku_rag.llm.base import ChatModel, ChatRequest, ContextOverflowError, Me
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import BUNDLED_SIZE, ensure_bundled_model  # noqa: E402
 from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates  # noqa: E402
+from kohaku_rag.llm.reply_stream import streaming_reply  # noqa: E402
 
 # Joined once and kept (git-ignored) so later runs skip the 1.1 GB copy.
 MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
@@ -173,3 +174,19 @@ def test_first_token_probabilities_give_a_verdict(llm: LlamaCppChat) -> None:
 
     assert logodds("Paris is the capital of France.") > 1.0
     assert logodds("Paris is the capital of Germany.") < 0.0
+
+
+def test_a_streamed_reply_is_the_same_reply_piece_by_piece(llm: LlamaCppChat) -> None:
+    """Inside `streaming_reply` the reply's text reaches the sink as it is generated; the
+    reply itself (same prompt, same seed) does not change."""
+    req = ChatRequest(user("Name three prime numbers. Reply in JSON."), max_tokens=40, temperature=0.7, seed=5,
+                      json_schema={"type": "object", "properties": {"primes": {"type": "array", "items": {"type": "integer"}}},
+                                   "required": ["primes"]})  # fmt: skip
+    whole = llm.complete(req)
+    pieces: list[str] = []
+    with streaming_reply(pieces.append):
+        streamed = llm.complete(req)
+    assert len(pieces) > 3 and "".join(pieces).strip() == streamed.text == whole.text
+    assert streamed.completion_tokens == len(pieces)
+    llm.complete(req)  # outside the block: nothing more is sent
+    assert len(pieces) == streamed.completion_tokens

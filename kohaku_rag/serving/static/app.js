@@ -64,6 +64,16 @@ function showStage(stage, info) {
     if (li.dataset.stage === "queued" && stage === "queued" && info && info.place) li.textContent = "queued #" + info.place;
   }
   if (stage === "done") list.lastChild.className = "past";
+  // The live reply belongs to the answering stage: a new stage (a retry's planning) starts it afresh.
+  if (stage !== "answering") { $("live-reply").textContent = ""; $("live-reply").hidden = true; }
+}
+
+// The model's reply as it is generated (the bundled model streams it): what the answer will say.
+function showReply(text) {
+  const box = $("live-reply");
+  box.hidden = false;
+  box.textContent += text;
+  box.scrollTop = box.scrollHeight;
 }
 
 async function ask(event) {
@@ -108,7 +118,8 @@ async function readEvents(res) {
       }
       if (!data) continue;
       const payload = JSON.parse(data);
-      if (name === "progress") showStage(payload.stage, payload);
+      if (name === "progress" && payload.reply !== undefined) showReply(payload.reply);
+      else if (name === "progress") showStage(payload.stage, payload);
       else if (name === "done") { showStage("done"); return payload; }
       else if (name === "error") throw new Error(payload.error.message);
     }

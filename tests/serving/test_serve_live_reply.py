@@ -1,0 +1,95 @@
+"""The bundled model's reply reaches the asker while it is written: `reply` progress events
+on the JSON API's stream, and the ask page's live reply box (a real headless Chromium), with
+the real llama.cpp model on a short context."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from asgi_server import serving
+from browser import chromium, chromium_missing
+from serving_corpus import WATER_QUESTION
+from starlette.testclient import TestClient
+
+pytest.importorskip("llama_cpp")
+
+from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.serving.app import build_app  # noqa: E402
+from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
+
+MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
+
+
+@pytest.fixture()
+def bundled_app(lake: Path):
+    """A config answering with the bundled model on an 800-character context, no planner, no
+    retry: one ~20-second answer on 2 cores."""
+    llm = {"backend": "llama", "model": str(ensure_bundled_model(MODEL_DIR)), "n_ctx": 2048}
+    config = {
+        "questions": "unused.csv",
+        "retrieval": {"use_planner": False, "budget_chars": 800},
+        "generation": {"llm": llm, "max_retries": 0},
+    }
+    (lake / "configs" / "bundled.json").write_text(json.dumps(config))
+    return build_app(ServeSettings(lake=lake, config="bundled"))
+
+
+def sse_events(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.split("\n\n"):
+        lines = block.splitlines()
+        name = next((line[7:] for line in lines if line.startswith("event: ")), "message")
+        data = "".join(line[6:] for line in lines if line.startswith("data: "))
+        if data:
+            out.append((name, json.loads(data)))
+    return out
+
+
+def test_the_stream_carries_the_reply_as_the_model_writes_it(bundled_app) -> None:
+    with TestClient(bundled_app) as client:
+        res = client.post("/api/ask", json={"question": WATER_QUESTION, "unit": "L/kWh", "stream": True})
+    assert res.status_code == 200
+    events = sse_events(res.text)
+    stages = [p["stage"] for kind, p in events if kind == "progress" and "stage" in p]
+    pieces = [(i, p["reply"]) for i, (kind, p) in enumerate(events) if kind == "progress" and "reply" in p]
+    assert len(pieces) > 5, events[:10]  # token by token, not one block
+    answering = next(i for i, (kind, p) in enumerate(events) if p.get("stage") == "answering")
+    assert all(i > answering for i, _ in pieces)  # no planner here: the answer's reply only
+    done = events[-1]
+    assert done[0] == "done" and stages[-1] == "done"
+    streamed = json.loads("".join(text for _, text in pieces))
+    (attempt,) = done[1]["raw"]  # what the answerer parsed is what was streamed
+    assert streamed == json.loads(attempt["reply"])
+
+    # The same question again is a stored answer: no model, no reply events.
+    with TestClient(bundled_app) as client:
+        again = client.post("/api/ask", json={"question": WATER_QUESTION, "unit": "L/kWh", "stream": True})
+    assert not [p for kind, p in sse_events(again.text) if "reply" in p]
+
+
+@pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
+def test_the_ask_page_shows_the_reply_while_it_is_written(bundled_app) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with serving(bundled_app) as url, chromium() as driver:
+        wait = WebDriverWait(driver, 180, poll_frequency=0.2)
+        driver.get(url + "/")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#config option"))
+        assert driver.find_element(By.ID, "config").get_attribute("value") == "bundled"
+        driver.find_element(By.ID, "question").send_keys(WATER_QUESTION)
+        driver.find_element(By.ID, "ask").click()
+        # Partway: the live box shows the reply's opening while the answer card is not there yet.
+        wait.until(lambda d: d.find_element(By.ID, "live-reply").text.startswith("{"))
+        assert not driver.find_element(By.ID, "answer").is_displayed()
+        partial = driver.find_element(By.ID, "live-reply").text
+        wait.until(ec.visibility_of_element_located((By.ID, "answer")))
+        assert not driver.find_element(By.ID, "live-reply").is_displayed()  # the card replaces it
+        driver.find_element(By.CSS_SELECTOR, "#raw summary").click()
+        raw = driver.find_element(By.ID, "raw-text").text
+        assert raw.replace("\n", "").replace(" ", "").startswith(partial.replace("\n", "").replace(" ", "")[:8])
+        logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not logs, logs
