@@ -3,7 +3,7 @@
 Starts `kohaku serve`'s app on 127.0.0.1 (a real uvicorn), opens the page, asks a question,
 waits for the answer card, opens the first citation (the PDF page with the cited sentence
 highlighted) and the expanders, and saves screenshots. Prints what a person waits for:
-page load, first progress event, answer, highlighted page.
+page load, first progress event, (bundled: first reply text on the page), answer, highlighted page.
 
     python bench/serve_smoke.py                       # the serving test corpus, a fake model on 127.0.0.1
     flock /tmp/kohaku-llm.lock python bench/serve_smoke.py --bundled   # the sample PDFs, the bundled LLM
@@ -86,6 +86,11 @@ def main() -> int:
             driver.find_element(By.ID, "ask").click()
             wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#progress li.now, #progress li.past"))
             timings["first_progress_s"] = time.perf_counter() - t0
+            if args.bundled:  # the bundled model streams its reply: the page shows it as it is written
+                wait.until(lambda d: d.find_element(By.ID, "live-reply").text.strip() != "")
+                timings["first_reply_text_s"] = time.perf_counter() - t0
+                wait.until(lambda d: len(d.find_element(By.ID, "live-reply").text) > 60)
+                driver.save_screenshot(str(out / "serve_live_reply.png"))
             wait.until(ec.visibility_of_element_located((By.ID, "answer")))
             timings["answer_s"] = time.perf_counter() - t0
             driver.save_screenshot(str(out / "serve_answer.png"))
@@ -103,7 +108,8 @@ def main() -> int:
             driver.save_screenshot(str(out / "serve_ask_page.png"))
             answer = driver.find_element(By.ID, "value").text
     print(json.dumps({"answer": answer, "config": config, **{k: round(v, 3) for k, v in timings.items()}}))
-    print(f"screenshots: {out / 'serve_answer.png'}, {out / 'serve_ask_page.png'}")
+    shots = ["serve_answer.png", "serve_ask_page.png", *(["serve_live_reply.png"] if args.bundled else [])]
+    print("screenshots: " + ", ".join(str(out / name) for name in shots))
     return 0
 
 
