@@ -41,15 +41,10 @@ def worker(lake: Path, questions_csv: Path, n: int) -> None:
     import kohaku_rag as kr  # from the PYTHONPATH the parent chose: this or the baseline checkout
     from kohaku_rag.evaluation.wattbot_csv import load_questions
 
-    try:
-        from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
-    except ImportError:  # a checkout from before per-CPU variants
-        ensure_cpu_backend = None
-
     questions = load_questions(questions_csv)
     rag = kr.open(lake)
     rag.ask("What is this collection of documents about?")  # loads the model; not counted
-    backend = ensure_cpu_backend().variant if ensure_cpu_backend else "built in"
+    backend = cpu_backend()
     print(json.dumps({"backend": backend, "code": str(Path(kr.__file__).parents[1])}), flush=True)
     for q in questions[:n]:
         started = time.perf_counter()
@@ -71,6 +66,14 @@ def worker(lake: Path, questions_csv: Path, n: int) -> None:
         )
 
 
+def cpu_backend() -> str:
+    try:
+        from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
+    except ImportError:  # a checkout from before per-CPU variants: its llama.cpp has the CPU code built in
+        return "built in"
+    return ensure_cpu_backend().variant
+
+
 def fresh_lake(source: Path, dest: Path) -> Path:
     """A copy of the lake without its stored LLM replies (every question is asked for real);
     the model files are linked, not copied."""
@@ -82,7 +85,7 @@ def fresh_lake(source: Path, dest: Path) -> Path:
     return dest
 
 
-def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, str]) -> dict:
+def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, str], code: Path) -> dict:
     cmd = [
         sys.executable,
         __file__,
@@ -101,12 +104,14 @@ def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, 
         sys.exit(f"[{name}] failed:\n{proc.stderr[-3000:]}")
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     backend = next(line["backend"] for line in lines if "backend" in line)
-    code = next(line["code"] for line in lines if "code" in line)
+    loaded = next(line["code"] for line in lines if "code" in line)
+    if Path(loaded).resolve() != code.resolve():
+        sys.exit(f"[{name}] ran the code in {loaded}, not {code}")
     rows = [line for line in lines if "id" in line]
     secs = sorted(r["seconds"] for r in rows)
     summary = {
         "setting": name,
-        "code": code,
+        "code": loaded,
         "cpu_backend": backend,
         "score": wattbot_score(args.wattbot / "train_QA.csv", rows),
         "questions": len(rows),
@@ -119,6 +124,9 @@ def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, 
     print(json.dumps(summary), flush=True)
     for r in rows:
         print(f"  {r['id']}: {r['seconds']:6.1f} s  {r['answer']!r} refs={r['refs']}", flush=True)
+    kept = args.work / f"{name}.json"
+    kept.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    print(f"[{name}] rows kept in {kept}", flush=True)
     return {"summary": summary, "rows": rows}
 
 
@@ -150,7 +158,6 @@ def build_lake(wattbot: Path, work: Path) -> Path:
 
 
 def main() -> None:
-    sys.path.insert(0, str(ROOT))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-code", type=Path, help="a checkout of the commit to compare with")
     parser.add_argument("--baseline-llama", type=Path, help="folder holding the baseline build's llama_cpp package")
@@ -161,11 +168,13 @@ def main() -> None:
     parser.add_argument("--wattbot", type=Path, default=ROOT.parent / "shared" / "wattbot")
     parser.add_argument("--work", type=Path, default=Path("/tmp/kohaku-bench-tta"))
     parser.add_argument("--n", type=int, default=8, help="questions per setting (train_QA.csv order)")
+    parser.add_argument("--only", choices=["before", "after"], help="run one setting (no comparison)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.lake, args.wattbot / "train_QA.csv", args.n)
         return
+    sys.path.insert(0, str(ROOT))  # the parent only: a worker imports the code its PYTHONPATH names
 
     source = args.lake or (args.work / "lake" if (args.work / "lake" / "index").is_dir() else None)
     source = source or build_lake(args.wattbot, args.work)
@@ -179,12 +188,13 @@ def main() -> None:
         if not (args.baseline_code / "kohaku_rag").is_dir():
             sys.exit(f"{args.baseline_code}: not a kohaku-lake checkout")
         before_path = f"{args.baseline_llama}{os.pathsep}{args.baseline_code}"
-        settings.append(("before", {**base_env, "PYTHONPATH": before_path}))
+        settings.append(("before", {**base_env, "PYTHONPATH": before_path}, args.baseline_code))
     after_env = {**base_env, "PYTHONPATH": f"{args.llama}{os.pathsep}{ROOT}"} if args.llama else base_env
-    settings.append(("after", after_env))
+    settings.append(("after", after_env, ROOT))
     results = {}
-    for name, env in settings:
-        results[name] = run_setting(name, fresh_lake(source, args.work / f"lake-{name}"), args, env)
+    settings = [setting for setting in settings if args.only in (None, setting[0])]
+    for name, env, code in settings:
+        results[name] = run_setting(name, fresh_lake(source, args.work / f"lake-{name}"), args, env, code)
     if "before" in results:
         same = sum(
             (a["answer"], a["value"], a["refs"]) == (b["answer"], b["value"], b["refs"])
