@@ -195,7 +195,7 @@ def main() -> None:
     settings = [setting for setting in settings if args.only in (None, setting[0])]
     for name, env, code in settings:
         results[name] = run_setting(name, fresh_lake(source, args.work / f"lake-{name}"), args, env, code)
-    if "before" in results:
+    if {"before", "after"} <= results.keys():
         same = sum(
             (a["answer"], a["value"], a["refs"]) == (b["answer"], b["value"], b["refs"])
             for a, b in zip(results["before"]["rows"], results["after"]["rows"])
