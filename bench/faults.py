@@ -167,7 +167,9 @@ def measure(base_lake: Path, corpus: Path, work: Path) -> float:
     return time.perf_counter() - t0
 
 
-def kills(work: Path, n_timed: int) -> tuple[int, int]:
+def start_and_target(work: Path) -> tuple[Path, Path, list[object]]:
+    """A lake built from corpus v1, corpus v2 (2 of 6 documents changed), and what a clean
+    build of v2 answers: the starting point and the expected end of an interrupted run."""
     v1 = write_corpus(work / "corpus_v1")
     v2 = write_corpus(work / "corpus_v2", changed=("gpu", "water"))
     base = work / "lake_v1"
@@ -176,7 +178,11 @@ def kills(work: Path, n_timed: int) -> tuple[int, int]:
     clean = work / "lake_clean"
     if index(clean, v2).returncode != 0:
         raise SystemExit("the clean build failed")
-    expected = search_all(clean, v2)
+    return base, v2, search_all(clean, v2)
+
+
+def kills(work: Path, n_timed: int) -> tuple[int, int]:
+    base, v2, expected = start_and_target(work)
     duration = measure(base, v2, work)
     print(f"uninterrupted incremental run: {duration:.1f}s; clean-build answers for {len(QUERIES)} queries")
     moments = [Moment(f"t={f:.2f}x", "", f * duration) for f in _spread(n_timed)]
@@ -352,14 +358,7 @@ def damages(work: Path) -> tuple[int, int]:
 def two_writers(work: Path) -> tuple[int, int]:
     """Two `kohaku index` at once on one lake (2 of 6 documents changed): both exit 0, one
     waits for the other's lock, the result is a clean build's; `--no-wait` exits 2 at once."""
-    v1 = write_corpus(work / "corpus_v1")
-    v2 = write_corpus(work / "corpus_v2", changed=("gpu", "water"))
-    base = work / "lake_v1"
-    if index(base, v1).returncode != 0:
-        raise SystemExit("building the starting lake failed")
-    clean = work / "lake_clean"
-    index(clean, v2)
-    expected = search_all(clean, v2)
+    base, v2, expected = start_and_target(work)
     ok_count = 0
     trials = [("two plain writers", ()), ("second with --no-wait", ("--no-wait",))]
     for k, (name, extra) in enumerate(trials, start=1):

@@ -7,12 +7,12 @@ measured by bench/ui_stop.py; it takes ~45 s to start on this machine)."""
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+from ports import free_port, port_free, wait_listening
 
 # The stand-in for `dagster dev`: it ignores SIGTERM (dagster dev takes 20+ s to wind down)
 # and leaves the port to its own child, an HTTP server.
@@ -28,33 +28,6 @@ import sys
 from kohaku_assets.cli.supervise import supervise
 sys.exit(supervise([sys.executable, "-c", sys.argv[1], sys.argv[2]], {}, grace=float(sys.argv[3])))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_listening(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"nothing listens on {port}")
-
-
-def port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from qa_server import QAServer
 from serving_corpus import WATER_QUESTION, WATER_URL
+from sse_text import sse_events
 from starlette.testclient import TestClient
 
 import kohaku_rag as kr
@@ -20,14 +21,6 @@ from kohaku_rag.serving.served import SERVED, read_day
 def client(app):
     with TestClient(app, raise_server_exceptions=False) as c:
         yield c
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
-        out.append((lines.get("event", "message"), json.loads(lines["data"])))
-    return out
 
 
 def test_healthz_counts_documents(client) -> None:

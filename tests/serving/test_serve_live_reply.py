@@ -11,6 +11,7 @@ import pytest
 from asgi_server import serving
 from browser import chromium, chromium_missing
 from serving_corpus import WATER_QUESTION
+from sse_text import sse_events
 from starlette.testclient import TestClient
 
 pytest.importorskip("llama_cpp")
@@ -34,17 +35,6 @@ def bundled_app(lake: Path):
     }
     (lake / "configs" / "bundled.json").write_text(json.dumps(config))
     return build_app(ServeSettings(lake=lake, config="bundled"))
-
-
-def sse_events(text: str) -> list[tuple[str, dict]]:
-    out = []
-    for block in text.split("\n\n"):
-        lines = block.splitlines()
-        name = next((line[7:] for line in lines if line.startswith("event: ")), "message")
-        data = "".join(line[6:] for line in lines if line.startswith("data: "))
-        if data:
-            out.append((name, json.loads(data)))
-    return out
 
 
 def test_the_stream_carries_the_reply_as_the_model_writes_it(bundled_app) -> None:
