@@ -31,7 +31,7 @@ import numpy as np
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
-from kohaku_rag.llm.cpu_backends import CpuBackend, ensure_cpu_backend
+from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
 from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates
 from kohaku_rag.llm.reply_stream import ReplySink, reply_sink
 
@@ -88,7 +88,6 @@ class LlamaCppChat:
         self._grammars: dict[str, Any] = {}
         self._lock = threading.Lock()
         self.last_timings: LlamaTimings | None = None
-        self.cpu_backend: CpuBackend | None = None  # known once the model is loaded
         self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
         # The KV states of repeating prompt prefixes (prefix_states.py); None turns it off.
         self.prefix_states: PrefixStates | None = PrefixStates() if prefix_cache else None
@@ -255,7 +254,7 @@ class LlamaCppChat:
         except ImportError as exc:
             raise BackendError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from None
         try:
-            self.cpu_backend = ensure_cpu_backend()
+            ensure_cpu_backend()
         except RuntimeError as exc:
             raise BackendError(str(exc)) from None
         try:

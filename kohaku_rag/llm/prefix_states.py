@@ -29,7 +29,8 @@ class PrefixStates:
 
     def __init__(self, capacity: int = 8) -> None:
         self.capacity = capacity
-        self._states: OrderedDict[tuple[int, ...], bytes] = OrderedDict()
+        # prefix tokens -> (the state's buffer, its length in bytes), as llama.cpp wrote it
+        self._states: OrderedDict[tuple[int, ...], tuple[ctypes.Array[ctypes.c_uint8], int]] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
@@ -46,8 +47,7 @@ class PrefixStates:
         llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
         saved = self._states.get(key)
         if saved is not None:
-            buffer = (ctypes.c_uint8 * len(saved)).from_buffer_copy(saved)
-            if llama_cpp.llama_state_seq_set_data(llm.ctx, buffer, len(saved), 0):
+            if llama_cpp.llama_state_seq_set_data(llm.ctx, *saved, 0):
                 self._states.move_to_end(key)
                 llm.input_ids[: len(prefix)] = prefix
                 llm.n_tokens = len(prefix)
@@ -62,7 +62,7 @@ class PrefixStates:
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(llm.ctx, buffer, size, 0)
         if written:
-            self._states[key] = bytes(buffer)[:written]
+            self._states[key] = (buffer, written)
             while len(self._states) > self.capacity:
                 self._states.popitem(last=False)
         return len(prefix)
