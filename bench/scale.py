@@ -304,8 +304,8 @@ def sensor_child(count: int, full_tick: bool = True) -> dict:
     from kohaku_assets.resources import KohakuSettings
     from kohaku_assets.runner import instance_for, resources_for
     from kohaku_assets.sensors import _run_keys_used, _runs_in_flight, corpus_sensor
-    from kohaku_rag.indexing import steps as ix
     from kohaku_rag.indexing.corpus import scan_corpus
+    from kohaku_rag.indexing.index_plan import plan_index
 
     root = Path(tempfile.mkdtemp(prefix="kohaku-sensor-"))
     corpus = root / "corpus"
@@ -334,7 +334,7 @@ def sensor_child(count: int, full_tick: bool = True) -> dict:
     scan = scan_corpus(settings.corpus, settings.lake.sources_dir, follow_links=settings.follow_links)
     scan_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    plan = ix.plan_index(scan, settings.lake, settings.index_config(), registered)
+    plan = plan_index(scan, settings.lake, settings.index_config(), registered)
     plan_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     _runs_in_flight(context)

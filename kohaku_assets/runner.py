@@ -69,6 +69,7 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
+from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.indexing.prefetch import prefetch
 from kohaku_rag.lake import Lake, write_bytes_atomic
 from kohaku_rag.lake_lock import LOCK_TOKEN_TAG, held_token, hold_lake
@@ -395,7 +396,7 @@ def _run_index(
     for warning in scan.warnings:
         progress(warning)
     registered = set(instance.get_dynamic_partitions(DOCUMENTS))
-    plan = ix.plan_index(scan, lake, cfg, registered, retry_failed=retry_failed)
+    plan = plan_index(scan, lake, cfg, registered, retry_failed=retry_failed)
     for doc_id, why in plan.held.items():
         progress(f"not retrying {doc_id}, it failed before ({why}); kohaku index --retry-failed retries it")
     for doc_id, why in plan.unreadable.items():

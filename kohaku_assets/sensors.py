@@ -48,6 +48,7 @@ from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
+from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.lake import Lake
 from kohaku_rag.serving.served import SERVED, day_path
 
@@ -68,7 +69,7 @@ def index_requests(
     pending, so one failed document never holds back the others' assembly."""
     lake, cfg = settings.lake, settings.index_config()
     scan = scan_corpus(settings.corpus, lake.sources_dir, follow_links=settings.follow_links)
-    plan = ix.plan_index(scan, lake, cfg, registered)
+    plan = plan_index(scan, lake, cfg, registered)
     new = sorted((set(scan.documents) | set(scan.missing)) - registered)
     # Run keys carry the content version, so an unchanged document is never requested twice.
     runs = [

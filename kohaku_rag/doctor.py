@@ -15,17 +15,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku_rag.indexing import assembly
+from kohaku_rag.indexing import index_health
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.failures import recorded_failure
+from kohaku_rag.indexing.index_health import verify_index
+from kohaku_rag.indexing.index_plan import INTERMEDIATE
 from kohaku_rag.lake import Lake, unreadable_reason
 from kohaku_rag.lake_lock import LOCK_FILE, current_holder, is_alive
-from kohaku_rag.stores.vectors import check_store
 
 __all__ = ["Finding", "check_lake", "repair_lake"]
 
 # The per-document tables a document's rebuild reads back (its index rows are what search uses).
-_INTERMEDIATE = (ix.SOURCES, ix.TREES, ix.CAPTIONS, ix.LEAF_EMBEDDINGS, ix.NODE_EMBEDDINGS)
+_INTERMEDIATE = INTERMEDIATE
 # Leftovers of writes that were killed: atomic writes' temporary files and a store built beside.
 _LEFTOVER_SUFFIXES = (".tmp", ".building", ".building-wal", ".building-shm")
 
@@ -101,30 +102,25 @@ def _leftovers(lake: Lake) -> list[Finding]:
 
 
 def _indexes(lake: Lake, corpus: Path | None) -> list[Finding]:
+    """The published generation verified in full (every checksum, quick_check, the vectors
+    against their digests), then each part compared with the per-document tables."""
     docs = lake.partitions(ix.INDEX_ROWS)
     if not docs:
         return []
-    found = []
-    health = check_store(lake.vectors_path)
-    if health.problem:
-        found.append(Finding("index", str(lake.vectors_path), health.problem, "rebuilt from the stored rows", True))
-    elif health.damaged:
-        found.append(
-            Finding(
-                "index",
-                str(lake.vectors_path),
-                f"rows of {len(health.damaged)} document(s) changed behind its back: {_few(list(health.damaged))}",
-                "rebuilt from the stored rows",
-                True,
-            )
-        )
-    lag = assembly.indexes_behind(lake, docs, corpus)
-    if lag.vectors and not health.problem and not health.damaged:
-        found.append(_behind(str(lake.vectors_path), lag.vectors))
-    if lag.bm25:
-        found.append(_behind(str(lake.bm25_path), lag.bm25))
-    if lag.aids:
-        found.append(_behind("search aids", lag.aids))
+    rebuild = "rebuilt from the stored rows by `kohaku index`"
+    found = [Finding("index", subject, problem, rebuild, True) for subject, problem in verify_index(lake)]
+    if not lake.manifest_path.exists():
+        found.append(Finding("index", str(lake.manifest_path), "no published index generation", rebuild, True))
+        return found
+    lag = index_health.indexes_behind(lake, docs, corpus)
+    named = ((str(lake.vectors_path), lag.vectors), (str(lake.bm25_path), lag.bm25), ("search aids", lag.aids))
+    for subject, behind in named:
+        if not behind or any(f.subject == subject for f in found):
+            continue
+        if len(behind) == 1 and behind[0].startswith("("):
+            found.append(Finding("index", subject, behind[0][1:-1], rebuild, True))
+        else:
+            found.append(_behind(subject, behind))
     return found
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.stores.manifest import MANIFEST_NAME, read_manifest
+
 _log = logging.getLogger("kohaku")
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
 
@@ -102,6 +104,17 @@ def is_stored(path: Path) -> bool:
     return False
 
 
+_PUBLISHED_NAMES: dict[tuple[str, int, int], tuple[str, ...]] = {}
+
+
+def _file_stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
 @dataclass(frozen=True)
 class Lake:
     root: Path
@@ -126,12 +139,41 @@ class Lake:
         return self.root / "index"
 
     @property
+    def manifest_path(self) -> Path:
+        """The index's commit point: the files of the published generation (stores/manifest.py)."""
+        return self.index_dir / MANIFEST_NAME
+
+    @property
     def vectors_path(self) -> Path:
-        return self.index_dir / "vectors.sqlite"
+        """The published vector store (a path that does not exist when none is published)."""
+        return self._published("vectors", "vectors", "vectors.sqlite")
 
     @property
     def bm25_path(self) -> Path:
-        return self.index_dir / "bm25.npz"
+        """The published BM25 index (a path that does not exist when none is published)."""
+        return self._published("bm25", "bm25", "bm25.npz")
+
+    def index_stamp(self) -> tuple[object, ...] | None:
+        """Changes whenever a generation is published (the manifest is renamed over, so its
+        inode changes) or a file it names is touched: what a long-lived process compares,
+        per query, to reopen its index (a few `stat` calls; the manifest is parsed once)."""
+        try:
+            stat = self.manifest_path.stat()
+        except OSError:
+            return None
+        key = (str(self.manifest_path), stat.st_ino, stat.st_mtime_ns)
+        names = _PUBLISHED_NAMES.get(key)
+        if names is None:
+            manifest = read_manifest(self.index_dir, strict=False)
+            names = tuple(sorted(manifest.names())) if manifest is not None else ()
+            _PUBLISHED_NAMES.clear()  # one lake per process in practice; never grows
+            _PUBLISHED_NAMES[key] = names
+        return key[1:] + tuple(_file_stamp(self.index_dir / name) for name in names)
+
+    def _published(self, part: str, role: str, default: str) -> Path:
+        manifest = read_manifest(self.index_dir, strict=False)
+        path = manifest.path(self.index_dir, part, role) if manifest is not None else None
+        return path if path is not None else self.index_dir / default
 
     @property
     def sources_dir(self) -> Path:

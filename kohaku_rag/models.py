@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from pathlib import Path
 from typing import Any, TypeVar
 
 from kohaku_rag.embed import EmbedderSpec, make_embedder
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CAPTION_PROMPT, Captioner, OcrCaptioner, VisionLLMCaptioner
 from kohaku_rag.indexing.index_config import IndexConfig
-from kohaku_rag.indexing.search_aids import expansions_path
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import ChatModel, LLMSpec, make_chat_model
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever
@@ -46,9 +44,9 @@ class ModelPool:
         return self._get(("chat", spec, str(lake.root)), lambda: make_chat_model(spec, lake.root))
 
     def retriever(self, lake: Lake, cfg: IndexConfig) -> Retriever:
-        """The lake's retriever. Reopened when the index files change on disk (a re-index in
-        this process), so a long-lived pool never serves a stale index."""
-        stamp = tuple(_mtime(p) for p in (lake.vectors_path, lake.bm25_path, expansions_path(lake)))
+        """The lake's retriever. Reopened when a new index generation is published (a
+        re-index in this process or another), so a long-lived pool never serves a stale index."""
+        stamp = lake.index_stamp()
         with self._lock:  # forget the retrievers of older index files of this lake
             for key in [k for k in self._items if k[:3] == ("retriever", str(lake.root), cfg) and k[3] != stamp]:
                 del self._items[key]
@@ -75,10 +73,3 @@ class ModelPool:
             timeout=cfg.vision_timeout,
             max_retries=cfg.vision_max_retries,
         )
-
-
-def _mtime(path: Path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None

@@ -1,39 +1,42 @@
-"""Assembling the two indexes from the per-document index rows.
+"""Assembling the index from the per-document index rows, as generations.
 
-The vector index is upserted per document (only versions that changed); BM25 is rebuilt,
-since its statistics are corpus-wide, from per-document token caches.
+Every part is written as new files beside the live ones and staged; the generation is
+published by one rename of the manifest when all parts agree (stores/manifest.py), so a
+run killed between two parts is never served as a mix, and the next run redoes what the
+published generation lacks (`index_health.indexes_behind`).
 
-Both indexes record the per-document versions they hold (sqlite-vec's `documents` table,
-arrays inside the BM25 .npz), each written atomically with the index itself. A run that
-was killed mid-assembly therefore leaves indexes whose recorded versions differ from the
-lake's per-document tables, and `indexes_behind` tells every later run to re-assemble.
+The vector store of the next generation starts as a copy of the live one, updated per
+document (only versions that changed) in one transaction; a live store that can't be
+trusted (absent, damaged, of another schema or embedder, rows changed behind its back:
+`index_health.vectors_problem`) is instead rebuilt from every document's stored rows.
+BM25 is rebuilt, since its statistics are corpus-wide, from per-document token caches.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kohaku_rag.indexing.index_config import recorded_index_config
-from kohaku_rag.indexing.search_aids import search_aids_behind
-from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source, stored_version
+from kohaku_rag.indexing.index_health import (
+    IndexLag,
+    indexes_behind,
+    vector_search_setting,
+    vectors_problem,
+    wanted_versions,
+)
+from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source
 from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.lake_lock import hold_lake
-from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index, tokenize
-from kohaku_rag.stores.vectors import (
-    DocumentUpsert,
-    IndexMismatchError,
-    VectorStore,
-    check_store,
-    remove_store,
-    replace_store,
-    stored_search_mode,
-)
+from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION, BM25Index, tokenize
+from kohaku_rag.stores.manifest import IndexPart, describe_file, new_file, publish_staged, read_manifest, stage
+from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore, remove_store, seal_store
+
+__all__ = ["AssemblyStats", "BM25Stats", "IndexLag", "assemble_bm25", "assemble_vector_index", "indexes_behind"]
 
 
 @dataclass(frozen=True)
@@ -42,62 +45,57 @@ class AssemblyStats:
     deleted: list[str]
     unchanged: int
     documents: int
-    rebuilt: str = ""  # why the store was rebuilt from every document's rows ("" when updated in place)
+    rebuilt: str = ""  # why the store was rebuilt from every document's rows ("" when updated)
 
 
 def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id: str) -> AssemblyStats:
-    """Bring the sqlite-vec index in line with the per-document rows.
-
-    A healthy store is updated in place, in one transaction (documents whose version
-    changed are upserted, those that left deleted): readers see the old index or the new.
-    A store that is absent, unreadable, of another schema, built by another embedder or
-    with rows changed behind its back is rebuilt from every document's stored rows into a file
-    beside it, swapped in when complete: a kill mid-build leaves the old file (or none),
-    never a half-filled index.
-    """
+    """Stage (and publish, when the other parts agree) a vector store holding every
+    document's current rows: the live store copied and updated per document, or, when the
+    live one can't be trusted, rebuilt from every document's stored rows. The live store is
+    never written: a kill leaves it as it was, and the unfinished copy is deleted later."""
     with hold_lake(lake.root, "index assembly"):
-        wanted = _wanted(lake, doc_ids)
-        search = _vector_search(lake)
-        health = check_store(lake.vectors_path)
-        problem = health.problem or _damage(health.damaged) or _mismatch(lake.vectors_path, dim, model_id)
-        if problem:
-            _build_beside(lake, wanted, dim, model_id, search)
-            return AssemblyStats(sorted(wanted), [], 0, len(wanted), rebuilt=problem)
-        with VectorStore(lake.vectors_path, dim, model_id=model_id, search=search) as store:
-            have = store.document_versions()
-            deletes = sorted(set(have) - set(wanted))
-            changed = sorted(d for d, v in wanted.items() if have.get(d) != v)
-            store.apply_changes(_upserts(lake, wanted, changed), deletes)
-        return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted))
+        wanted = wanted_versions(lake, doc_ids)
+        search = vector_search_setting(lake)
+        manifest = read_manifest(lake.index_dir, strict=False)
+        live = manifest.parts.get("vectors") if manifest is not None else None
+        problem = (
+            "no vector index yet"
+            if live is None
+            else vectors_problem(lake, live) or _mismatch(lake, live, dim, model_id)
+        )
+        base = live if live is not None and not problem else IndexPart({}, {})
+        deletes = sorted(set(base.rows_versions) - set(wanted))
+        changed = sorted(d for d, v in wanted.items() if base.rows_versions.get(d) != v)
+        if not problem and not deletes and not changed and base.record.get("search") == search:
+            publish_staged(lake.index_dir)  # parts an earlier step staged may wait for nothing else
+            return AssemblyStats([], [], len(wanted), len(wanted))
+        target = new_file(lake.index_dir, "vectors", ".sqlite")
+        try:
+            if not problem:
+                shutil.copyfile(lake.index_dir / base.files["vectors"].name, target)
+            with VectorStore(target, dim, model_id=model_id, search=search) as store:
+                digests = store.apply_changes(_upserts(lake, wanted, changed), deletes)
+                counts = store.document_counts()
+            seal_store(target)
+        except BaseException:
+            remove_store(target)
+            raise
+        kept = {d: base.digests[d] for d in wanted if d not in digests and d in base.digests}
+        record = {"search": search, "dim": str(dim), "model_id": model_id}
+        part = IndexPart({"vectors": describe_file(target)}, wanted, counts, {**kept, **digests}, record)
+        stage(lake.index_dir, "vectors", part)
+        publish_staged(lake.index_dir)
+        rebuilt = problem if problem and live is not None else ""
+        return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted), rebuilt=rebuilt or "")
 
 
-def _damage(damaged: tuple[str, ...]) -> str:
-    """Rows changed behind the store's back: its vector rows may be orphaned too, so the
-    store is rebuilt rather than patched."""
-    if not damaged:
-        return ""
-    shown = ", ".join(damaged[:5]) + (", ..." if len(damaged) > 5 else "")
-    return f"the rows of {len(damaged)} document(s) differ from what the store recorded ({shown})"
-
-
-def _mismatch(path: Path, dim: int, model_id: str) -> str:
-    """Why a readable store cannot take these vectors ("" when it can)."""
+def _mismatch(lake: Lake, live: IndexPart, dim: int, model_id: str) -> str | None:
+    """Why the live store cannot take these vectors (None when it can)."""
     try:
-        VectorStore(path, dim, model_id=model_id).close()  # readable: check_store said so
+        VectorStore(lake.index_dir / live.files["vectors"].name, dim, model_id=model_id, create=False).close()
     except IndexMismatchError as exc:
         return str(exc).split(": ", 1)[-1].split(";")[0]
-    return ""
-
-
-def _build_beside(lake: Lake, wanted: dict[str, str], dim: int, model_id: str, search: str) -> None:
-    built = lake.index_dir / f".{lake.vectors_path.name}.building"
-    remove_store(built)  # what a killed build left
-    try:
-        with VectorStore(built, dim, model_id=model_id, search=search) as store:
-            store.apply_changes(_upserts(lake, wanted, sorted(wanted)), [])
-        replace_store(built, lake.vectors_path)
-    finally:
-        remove_store(built)
+    return None
 
 
 def _upserts(lake: Lake, wanted: dict[str, str], doc_ids: list[str]) -> Iterable[DocumentUpsert]:
@@ -112,12 +110,6 @@ def _upserts(lake: Lake, wanted: dict[str, str], doc_ids: list[str]) -> Iterable
             source["title"],
             source["url"],
         )
-
-
-def _vector_search(lake: Lake) -> str:
-    """The dense search the lake's index settings ask for (recorded by `kohaku index`)."""
-    cfg = recorded_index_config(lake)
-    return cfg.vector_search if cfg is not None else "exact"
 
 
 def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
@@ -141,88 +133,28 @@ _TOKENS_SCHEMA = pa.schema([("node_id", pa.string()), ("doc_id", pa.string()), (
 
 
 def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> BM25Stats:
-    """Rebuild the BM25 index from the stored per-document paragraph texts. BM25's
-    statistics are corpus-wide, so the index is rebuilt; each document's tokens are cached
-    under its index-rows version, so only new or changed documents are tokenized again."""
+    """Rebuild the BM25 index from the stored per-document paragraph texts, as a file of
+    the next generation (staged, published when the other parts agree). BM25's statistics
+    are corpus-wide, so the index is rebuilt; each document's tokens are cached under its
+    index-rows version, so only new or changed documents are tokenized again."""
 
     rows: list[tuple[str, str, list[str]]] = []
     tokenized: list[str] = []
-    versions: dict[str, str] = {}
+    counts: dict[str, dict[str, int]] = {}
     with hold_lake(lake.root, "index assembly"):
-        for doc_id, version in _wanted(lake, doc_ids).items():
+        wanted = wanted_versions(lake, doc_ids)
+        for doc_id, version in wanted.items():
             doc_rows, fresh = _bm25_rows(lake, doc_id, version)
             rows += doc_rows
-            versions[doc_id] = _bm25_version(version)
+            counts[doc_id] = {"paragraphs": len(doc_rows)}
             if fresh:
                 tokenized.append(doc_id)
-        BM25Index.build(rows).save(lake.bm25_path, versions)
+        target = new_file(lake.index_dir, "bm25", ".npz")
+        BM25Index.build(rows).save(target, {d: _bm25_version(v) for d, v in wanted.items()})
+        record = {"tokenizer": TOKENIZER_VERSION, "format": str(FORMAT_VERSION)}
+        stage(lake.index_dir, "bm25", IndexPart({"bm25": describe_file(target)}, wanted, counts, record=record))
+        publish_staged(lake.index_dir)
     return BM25Stats(len(rows), tokenized)
-
-
-def _wanted(lake: Lake, doc_ids: Iterable[str]) -> dict[str, str]:
-    """document id → version of its index rows, for the documents that have them."""
-    stored = {d: stored_version(lake, INDEX_ROWS, d) for d in sorted(doc_ids)}
-    return {d: v for d, v in stored.items() if v is not None}
-
-
-@dataclass(frozen=True)
-class IndexLag:
-    """Documents whose version in an index differs from the lake's (missing, stale or extra)."""
-
-    vectors: list[str]
-    bm25: list[str]
-    aids: list[str] = field(default_factory=list)  # the search aids (search_aids.py)
-
-    @property
-    def behind(self) -> bool:
-        return bool(self.vectors or self.bm25 or self.aids)
-
-    def problems(self) -> list[str]:
-        """One line per index whose file is missing or unreadable (not merely behind a
-        changed document): what the next assembly rebuilds, and why."""
-        named = (("vector index", self.vectors), ("BM25 index", self.bm25), ("search aids", self.aids))
-        return [
-            f"rebuilding the {name} from the lake's stored rows: {lag[0][1:-1]}"
-            for name, lag in named
-            if len(lag) == 1 and lag[0].startswith("(") and "setting changed" not in lag[0]
-        ]
-
-
-def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None) -> IndexLag:
-    """Compare what each index holds with the lake's current per-document versions.
-
-    An index file that is absent (or unreadable, or from before versions were recorded)
-    counts as holding nothing, so it is behind as soon as any document has index rows;
-    with no documents at all, an absent file is behind too (search needs the empty index).
-    The search aids also follow the corpus's metadata.csv and expansions.csv when `corpus`
-    is given.
-    """
-    doc_ids = list(doc_ids)
-    wanted = _wanted(lake, doc_ids)
-    health = check_store(lake.vectors_path)
-    vectors = sorted(set(_differing(health.versions, wanted)) | set(health.damaged))
-    if health.problem and lake.vectors_path.exists():
-        vectors = [f"(vector index {health.problem})"]
-    if not vectors and wanted and stored_search_mode(lake.vectors_path) != _vector_search(lake):
-        vectors = ["(vector search setting changed)"]  # the assembly re-records it, nothing re-upserted
-    return IndexLag(
-        vectors=vectors,
-        bm25=_bm25_behind(lake, {d: _bm25_version(v) for d, v in wanted.items()}),
-        aids=search_aids_behind(lake, doc_ids, corpus),
-    )
-
-
-def _bm25_behind(lake: Lake, wanted: dict[str, str]) -> list[str]:
-    have = BM25Index.saved_versions(lake.bm25_path)
-    if have is None and lake.bm25_path.exists():
-        return ["(bm25 index unreadable)"]
-    return _differing(have, wanted)
-
-
-def _differing(have: dict[str, str] | None, wanted: dict[str, str]) -> list[str]:
-    if have is None:
-        return sorted(wanted) or ["(no index file)"]
-    return sorted(d for d in have.keys() | wanted.keys() if have.get(d) != wanted.get(d))
 
 
 def _bm25_version(rows_version: str) -> str:

@@ -19,6 +19,7 @@ from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import check_corpus_folder, resolve_source, scan_corpus
 from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_line, remember
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
+from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.lake import Lake
 from kohaku_rag.lake_lock import hold_lake
 from kohaku_rag.models import ModelPool
@@ -89,7 +90,7 @@ def _index_corpus(
         progress(f"skipping {name}: {why}")
     for warning in scan.warnings:
         progress(warning)
-    plan = ix.plan_index(scan, lake, cfg, retry_failed=retry_failed)
+    plan = plan_index(scan, lake, cfg, retry_failed=retry_failed)
     for doc_id, why in plan.held.items():
         progress(f"not retrying {doc_id} (failed before: {why}); retry_failed=True retries it")
     for doc_id, why in plan.unreadable.items():

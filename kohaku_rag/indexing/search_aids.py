@@ -6,10 +6,11 @@ lake needs no re-indexing: each document's definitions ("long form (ABBR)", "ABB
 form)") are read from its index rows once and cached per document under
 `<lake>/expansion_terms/<doc>.parquet` (stamped with the rows' version and the extractor's),
 then merged with the built-in unit list and the corpus's `expansions.csv` into
-`index/expansions.parquet`; `metadata.csv`'s titles, years and citations (author surnames)
-go to `index/doc_metadata.parquet`. The expansions file records the document versions and
-the hash of the two corpus files it was built from, so `search_aids_behind` tells when to
-re-assemble (a changed document, metadata.csv or expansions.csv).
+`index/expansions.*.parquet`; `metadata.csv`'s titles, years and citations (author surnames)
+go to `index/doc_metadata.*.parquet`. Both are files of an index generation: their part of
+the manifest (stores/manifest.py) records the document versions and the hash of the two
+corpus files they were built from, so `search_aids_behind` tells when to re-assemble (a
+changed document, metadata.csv or expansions.csv).
 """
 
 from __future__ import annotations
@@ -37,8 +38,18 @@ from kohaku_rag.indexing.expansions import (
     read_user_file,
 )
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, read_source, stored_version
-from kohaku_rag.lake import Lake, parquet_metadata, unreadable_reason, write_parquet_atomic
+from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
 from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.stores.manifest import (
+    IndexPart,
+    Manifest,
+    describe_file,
+    file_problem,
+    new_file,
+    publish_staged,
+    read_manifest,
+    stage,
+)
 
 __all__ = [
     "SEARCH_AIDS_VERSION",
@@ -73,11 +84,23 @@ class SearchAidsStats:
 
 
 def expansions_path(lake: Lake) -> Path:
-    return lake.index_dir / "expansions.parquet"
+    """The published expansions file (a path that does not exist when none is published)."""
+    return _live(lake, "expansions")
 
 
 def doc_metadata_path(lake: Lake) -> Path:
-    return lake.index_dir / "doc_metadata.parquet"
+    return _live(lake, "doc_metadata")
+
+
+def _live(lake: Lake, role: str) -> Path:
+    manifest = read_manifest(lake.index_dir, strict=False)
+    path = manifest.path(lake.index_dir, "aids", role) if manifest is not None else None
+    return path if path is not None else lake.index_dir / f"{role}.parquet"
+
+
+def _aids_part(lake: Lake) -> IndexPart | None:
+    manifest = read_manifest(lake.index_dir, strict=False)
+    return manifest.parts.get("aids") if manifest is not None else None
 
 
 def _wanted(lake: Lake, doc_ids: Iterable[str]) -> dict[str, str]:
@@ -145,33 +168,39 @@ def _assemble(lake: Lake, wanted: dict[str, str], corpus: Path | None) -> Search
                 "authors": list(authors_of(extra.get("citation", ""))),
             }
         )
-    # Metadata first: the expansions file carries the versions, so a crash in between
-    # leaves the aids "behind" and the next run writes both again.
-    write_parquet_atomic(pa.Table.from_pylist(docs, schema=_META_SCHEMA), doc_metadata_path(lake))
-    record = {"versions": json.dumps(wanted, sort_keys=True), "corpus_files": corpus_files_hash(corpus)}
+    # New files of the next generation, published with the other parts (stores/manifest.py).
+    meta_file = new_file(lake.index_dir, "doc_metadata", ".parquet")
+    forms_file = new_file(lake.index_dir, "expansions", ".parquet")
+    write_parquet_atomic(pa.Table.from_pylist(docs, schema=_META_SCHEMA), meta_file)
     table = pa.Table.from_pylist([{"term": a, "expansion": f} for a, f in as_rows(forms)], schema=_FORMS_SCHEMA)
-    write_parquet_atomic(table, expansions_path(lake), {"search_aids": json.dumps(record)})
+    write_parquet_atomic(table, forms_file)
+    record = {"versions": json.dumps(wanted, sort_keys=True), "corpus_files": corpus_files_hash(corpus)}
+    rows_versions = {d: v.rsplit(":", 1)[0] for d, v in wanted.items()}
+    files = {"expansions": describe_file(forms_file), "doc_metadata": describe_file(meta_file)}
+    stage(lake.index_dir, "aids", IndexPart(files, rows_versions, record=record))
+    publish_staged(lake.index_dir)
     return SearchAidsStats(len(forms), len(docs), extracted)
 
 
 def _record(lake: Lake) -> dict[str, str] | None:
-    raw = parquet_metadata(expansions_path(lake)).get("search_aids")
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError:
-        return None
+    part = _aids_part(lake)
+    return dict(part.record) if part is not None else None
 
 
 def search_aids_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None) -> list[str]:
     """Documents whose definitions the aids do not hold as the lake has them (and
     "metadata.csv/expansions.csv" when those changed, if `corpus` is given)."""
     wanted = _wanted(lake, doc_ids)
-    record = _record(lake)
-    if record is None or not doc_metadata_path(lake).exists() or unreadable_reason(doc_metadata_path(lake)):
-        return sorted(wanted) or ["(no search aids file)"]
-    have: dict[str, str] = json.loads(record.get("versions", "{}"))
+    part = _aids_part(lake)
+    if part is None:
+        return sorted(wanted) or ["(no index yet)"]
+    for entry in part.files.values():
+        problem = file_problem(lake.index_dir, entry)
+        if problem:
+            return [f"({problem})"]
+    have: dict[str, str] = json.loads(part.record.get("versions", "{}"))
     behind = sorted(d for d in have.keys() | wanted.keys() if have.get(d) != wanted.get(d))
-    if corpus is not None and record.get("corpus_files") != corpus_files_hash(corpus):
+    if corpus is not None and part.record.get("corpus_files") != corpus_files_hash(corpus):
         behind.append(f"{METADATA_FILE}/{USER_FILE}")
     return behind
 
@@ -182,18 +211,23 @@ def search_aids_fingerprint(lake: Lake) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def load_search_aids(lake: Lake) -> SearchAids | None:
-    """The lake's aids, or None when they were never assembled."""
-    if not expansions_path(lake).exists() or not doc_metadata_path(lake).exists():
+def load_search_aids(lake: Lake, manifest: Manifest | None = None) -> SearchAids | None:
+    """The aids of the published generation (of `manifest`, when the caller opened one),
+    or None when they were never assembled."""
+    if manifest is None:
+        manifest = read_manifest(lake.index_dir, strict=False)
+    forms_file = manifest.path(lake.index_dir, "aids", "expansions") if manifest is not None else None
+    meta_file = manifest.path(lake.index_dir, "aids", "doc_metadata") if manifest is not None else None
+    if forms_file is None or meta_file is None:
         return None
     forms: dict[str, list[str]] = {}
     try:
-        for row in pq.read_table(expansions_path(lake)).to_pylist():
+        for row in pq.read_table(forms_file).to_pylist():
             forms.setdefault(row["term"], []).append(row["expansion"])
-        docs = tuple(DocMetadata(**row) for row in pq.read_table(doc_metadata_path(lake)).to_pylist())
+        docs = tuple(DocMetadata(**row) for row in pq.read_table(meta_file).to_pylist())
     except (OSError, pa.ArrowException) as exc:
         raise IndexUnavailable(
-            f"search aids in {lake.root / 'index'} are unreadable ({' '.join(str(exc).split())}); "
+            f"search aids in {lake.index_dir} are unreadable ({' '.join(str(exc).split())}); "
             f"`kohaku index --lake {lake.root}` rebuilds them from the stored rows"
         ) from None
     return SearchAids(Expansions({k: tuple(v) for k, v in forms.items()}), docs)

@@ -1,4 +1,4 @@
-"""Per-document indexing steps and the plan of what must be (re)built.
+"""Per-document indexing steps (the plan of what must be rebuilt: index_plan.py).
 
 Each function is one step of one document; the Dagster layer calls them from its
 partitioned assets, and tests and benchmarks call them directly. Every table a step
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CaptionCache, Captioner, caption_many_cached
-from kohaku_rag.indexing.corpus import CorpusScan, SourceDocument, load_document
-from kohaku_rag.indexing.failures import clear_failure, held_failure
+from kohaku_rag.indexing.corpus import SourceDocument, load_document
+from kohaku_rag.indexing.failures import clear_failure
 from kohaku_rag.indexing.figure_vectors import figure_vectors
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
-from kohaku_rag.lake import Lake, parquet_metadata, unreadable_reason, write_bytes_atomic, write_parquet_atomic
+from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
 from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
@@ -107,55 +107,6 @@ def stored_dim(lake: Lake, doc_id: str) -> int | None:
 
 def stored_version(lake: Lake, asset: str, doc_id: str) -> str | None:
     return parquet_metadata(lake.table(asset, doc_id)).get(VERSION_KEY)
-
-
-# ---------------------------------------------------------------- plan
-
-
-@dataclass(frozen=True)
-class IndexPlan:
-    build: list[str]  # new or changed documents (their per-document chain runs)
-    unchanged: list[str]
-    remove: list[str]  # registered or stored documents that left the corpus
-    fetch: list[str] = field(default_factory=list)  # listed by URL, not on disk, not indexed yet
-    # Changed documents whose very version failed before: not retried (doc id → reason).
-    held: dict[str, str] = field(default_factory=dict)
-    # Documents rebuilt because a stored table of theirs can't be read (doc id → file: why).
-    unreadable: dict[str, str] = field(default_factory=dict)
-
-
-def plan_index(
-    scan: CorpusScan, lake: Lake, cfg: IndexConfig, known: Iterable[str] = (), *, retry_failed: bool = False
-) -> IndexPlan:
-    build: list[str] = []
-    unchanged: list[str] = []
-    held: dict[str, str] = {}
-    unreadable: dict[str, str] = {}
-    for doc_id, source in scan.documents.items():
-        want = embeddings_version(source.content_hash, cfg)
-        have = stored_version(lake, INDEX_ROWS, doc_id)
-        if have == want:
-            unchanged.append(doc_id)
-        elif have is None and (why := unreadable_reason(lake.table(INDEX_ROWS, doc_id))) is not None:
-            # Unreadable is missing: rebuilt whatever failed before (its input did not fail).
-            unreadable[doc_id] = f"{lake.table(INDEX_ROWS, doc_id)}: {why}"
-            build.append(doc_id)
-        elif not retry_failed and (failure := held_failure(lake, doc_id, want)) is not None:
-            held[doc_id] = failure.reason
-        else:
-            build.append(doc_id)
-    # A document listed by URL but not fetched yet stays: its source step retries the download.
-    present = set(scan.documents) | set(scan.missing)
-    stale = (set(known) | set(lake.partitions(INDEX_ROWS)) | set(lake.partitions(SOURCES))) - present
-    fetch = [d for d in scan.missing if stored_version(lake, INDEX_ROWS, d) is None]
-    return IndexPlan(
-        build=sorted(build),
-        unchanged=sorted(unchanged),
-        remove=sorted(stale),
-        fetch=sorted(fetch),
-        held=held,
-        unreadable=unreadable,
-    )
 
 
 def bm25_tokens_path(lake: Lake, doc_id: str) -> Path:

@@ -19,13 +19,13 @@ import numpy as np
 
 from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
-from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.indexing.doc_metadata import matching_documents
 from kohaku_rag.indexing.index_config import IndexConfig
-from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
+from kohaku_rag.indexing.search_aids import SearchAids
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import ChatModel, LLMSpec
 from kohaku_rag.retrieval.lexical import FieldIndex, PassageIndex, rm3_weights
+from kohaku_rag.retrieval.published import open_published
 from kohaku_rag.retrieval.rerankers import Reranker, RerankerSpec, make_reranker
 from kohaku_rag.retrieval.retrieval_config import DEFAULT_ALPHA, RERANKS, RetrievalConfig
 from kohaku_rag.retrieval.windows import window_text
@@ -606,20 +606,11 @@ class Retriever:
 
 
 def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], ChatModel] | None = None) -> Retriever:
-    """The lake's retriever. `chat_for` gives an LLM reranker the process's loaded model
-    (ModelPool.chat), so the bundled model is not loaded twice; else it loads its own."""
-    if not lake.vectors_path.exists() and not lake.bm25_path.exists():
-        raise IndexUnavailable(f"no index in {lake.root}: run `kohaku index --lake {lake.root}` first")
+    """The lake's retriever over the published generation. `chat_for` gives an LLM reranker
+    the process's loaded model (ModelPool.chat), so the bundled model is not loaded twice;
+    else it loads its own."""
     embedder = make_embedder(cfg.embedder, lake.cache_dir / "embeddings")
-    store = open_vector_store(lake, embedder)
-    try:
-        bm25 = BM25Index.load(lake.bm25_path)
-    except (OSError, ValueError) as exc:
-        store.close()
-        missing = "no BM25 index file" if not lake.bm25_path.exists() else str(exc).split(": ", 1)[-1]
-        raise IndexUnavailable(
-            f"{lake.bm25_path}: {missing}; `kohaku index --lake {lake.root}` rebuilds it from the stored rows"
-        ) from None
+    index = open_published(lake, embedder)
 
     def reranker_for(spec: RerankerSpec) -> Reranker:
         chat = None
@@ -627,9 +618,9 @@ def open_retriever(lake: Lake, cfg: IndexConfig, chat_for: Callable[[LLMSpec], C
             chat = chat_for(LLMSpec(model=spec.model) if spec.model else LLMSpec())
         return make_reranker(spec, embedder=embedder, lake_root=lake.root, chat=chat)
 
-    return Retriever(embedder, store, bm25, load_search_aids(lake), reranker_for)
+    return Retriever(embedder, index.store, index.bm25, index.aids, reranker_for)
 
 
 def open_vector_store(lake: Lake, embedder: Embedder) -> VectorStore:
-    """The lake's vector store, checked against the embedder that queries it."""
-    return VectorStore(lake.vectors_path, embedder.dim, model_id=embedder.model_id, create=False)
+    """The lake's published vector store, checked against the embedder that queries it."""
+    return open_published(lake, embedder, bm25=False).store

@@ -57,7 +57,7 @@ class AnswerService:
         self._rag: tuple[int | None, kr.Rag] | None = None
         self._gates: dict[tuple[str, str, str | None], Gate] = {}
         self._stored: dict[tuple[str, str, str, str, str], dict[str, Any]] | None = None
-        self._index_version: tuple[tuple[int | None, ...], str] | None = None
+        self._index_version: tuple[tuple[object, ...] | None, str] | None = None
         self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
         self._lock = threading.Lock()
 
@@ -203,7 +203,7 @@ class AnswerService:
     def index_version(self) -> str:
         """What the index holds (every document's index-rows version), recomputed only when
         the assembled index files change on disk."""
-        stamp = tuple(_mtime(p) for p in (self.lake.vectors_path, self.lake.bm25_path))
+        stamp = self.lake.index_stamp()
         with self._lock:
             if self._index_version is not None and self._index_version[0] == stamp:
                 return self._index_version[1]

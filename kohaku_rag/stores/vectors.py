@@ -40,25 +40,69 @@ the exact search in the same run.
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TypeAlias, cast
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import apsw
 import numpy as np
-import pyarrow as pa
 import sqlite_vec
 
 from kohaku_rag.errors import IndexUnavailable, KohakuError
-from kohaku_rag.tree import Attachment, Node, NodeKind
+from kohaku_rag.stores.sign_codes import Codes, as_words, quantised, sign_words
+from kohaku_rag.stores.store_files import (
+    SCHEMA_VERSION,
+    StoreHealth,
+    apsw_reason,
+    check_store,
+    remove_store,
+    replace_store,
+    seal_store,
+    stored_document_versions,
+    stored_search_mode,
+)
+from kohaku_rag.stores.store_rows import (
+    NODE_COLUMNS,
+    NodesInput,
+    VectorDigest,
+    Vectors,
+    bits_table,
+    claim,
+    kind_of,
+    node_rows,
+    row_to_node,
+    vec_table,
+    vector_items,
+)
+from kohaku_rag.tree import Node, NodeKind
 
-SCHEMA_VERSION = "1"
+__all__ = [
+    "MAX_K",
+    "SCHEMA_VERSION",
+    "SEARCH_MODES",
+    "VEC_KINDS",
+    "DocumentRow",
+    "DocumentUpsert",
+    "Hit",
+    "IndexMismatchError",
+    "NodesInput",
+    "StoreHealth",
+    "VectorStore",
+    "Vectors",
+    "check_store",
+    "remove_store",
+    "replace_store",
+    "seal_store",
+    "stored_document_versions",
+    "stored_search_mode",
+]
+
 VEC_KINDS: tuple[NodeKind, ...] = (NodeKind.SENTENCE, NodeKind.PARAGRAPH)
 MAX_K = 4096  # sqlite-vec refuses larger k
 SEARCH_MODES = ("exact", "binary")
@@ -72,10 +116,8 @@ RESCORE_FRACTION = 200
 # ... and how many more than k of the int8-ranked ones get their exact float score.
 RESCORE_MARGIN = 8
 
-Vectors: TypeAlias = Mapping[str, np.ndarray] | tuple[Sequence[str], np.ndarray]
-NodesInput: TypeAlias = Sequence[Node] | pa.Table
 
-_NODE_COLUMNS = "node_id, doc_id, parent_id, kind, ordinal, title, text, page, bbox, attachment, media_hash, length"
+REBUILD = "`kohaku index` rebuilds the index from the lake's stored rows"
 
 
 class IndexMismatchError(KohakuError):
@@ -88,7 +130,22 @@ def _check_readable(path: Path) -> None:
     if problem is None and health.damaged:
         problem = f"the rows of {len(health.damaged)} document(s) changed behind the index's back"
     if problem is not None:
-        raise IndexUnavailable(f"{path}: {problem}; `kohaku index` rebuilds the index from the lake's stored rows")
+        raise IndexUnavailable(f"{path}: {problem}; {REBUILD}")
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _reads(method: Callable[Concatenate[VectorStore, P], R]) -> Callable[Concatenate[VectorStore, P], R]:
+    """A search or read that meets a damaged page refuses in one line (`IndexUnavailable`)."""
+
+    @functools.wraps(method)
+    def wrapper(self: VectorStore, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._reading():
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -121,99 +178,6 @@ class DocumentRow:
     updated_at: str
 
 
-def remove_store(path: Path) -> None:
-    """Delete a store with its WAL/SHM side files (to rebuild it from scratch)."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
-@dataclass(frozen=True)
-class StoreHealth:
-    """What a store file holds, checked cheaply (no vector is read).
-
-    `versions`: document id → version (None when the file is absent or unusable as a
-    whole, `problem` then says why); `damaged`: documents whose rows disagree with their
-    `documents` row (nodes deleted or added behind the store's back), to be re-upserted.
-    """
-
-    versions: dict[str, str] | None
-    problem: str | None = None
-    damaged: tuple[str, ...] = ()
-
-
-def check_store(path: Path) -> StoreHealth:
-    """Open a store file read-only and check its schema version and, per document, that the
-    nodes it holds are the `n_nodes` its `documents` row recorded in the same transaction."""
-    path = Path(path)
-    if not path.exists():
-        return StoreHealth(None, "no vector index file")
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READWRITE)
-    except apsw.Error as exc:
-        return StoreHealth(None, f"unreadable ({_apsw_reason(exc)})")
-    try:
-        conn.set_busy_timeout(60_000)
-        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta").fetchall()}
-        if meta.get("schema_version") != SCHEMA_VERSION:
-            return StoreHealth(
-                None, f"schema version {meta.get('schema_version')!r}, this code needs {SCHEMA_VERSION!r}"
-            )
-        docs = conn.execute("SELECT doc_id, version, n_nodes FROM documents").fetchall()
-        counts = {
-            str(d): int(cast(int, n)) for d, n in conn.execute("SELECT doc_id, count(*) FROM nodes GROUP BY doc_id")
-        }
-    except apsw.Error as exc:
-        return StoreHealth(None, f"unreadable ({_apsw_reason(exc)})")
-    finally:
-        conn.close()
-    versions = {str(d): str(v) for d, v, _n in docs}
-    damaged = sorted({str(d) for d, _v, n in docs if counts.get(str(d), 0) != n} | (set(counts) - set(versions)))
-    return StoreHealth(versions, None, tuple(damaged))
-
-
-def _apsw_reason(exc: apsw.Error) -> str:
-    return str(exc).split(":", 1)[-1].strip() or type(exc).__name__
-
-
-def stored_document_versions(path: Path) -> dict[str, str] | None:
-    """document id → version of what a store file holds, read without the embedder (None
-    when there is no readable store). The `documents` row is written in the same
-    transaction as the document's nodes and vectors, so it is the truth about them."""
-    return check_store(path).versions
-
-
-def replace_store(built: Path, path: Path) -> None:
-    """Swap a store built beside the live one into its place. A reader sees the old file
-    or the new, never half of either: it keeps its open old file, the next open gets the new.
-    The built store was closed, so its WAL is checkpointed into it; the old store's side
-    files are removed first, since a WAL left beside the new file would be replayed into it."""
-    for suffix in ("-wal", "-shm"):
-        if Path(f"{built}{suffix}").exists():
-            raise RuntimeError(f"{built}: still open (its {suffix} file exists); not swapping it in")
-    for suffix in ("-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    os.replace(built, path)
-
-
-def stored_search_mode(path: Path) -> str | None:
-    """The search mode a store file records ("exact" when it records none); None when
-    there is no readable store."""
-    if not Path(path).exists():
-        return None
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.Error:
-        return None
-    try:
-        conn.set_busy_timeout(60_000)
-        rows = conn.execute("SELECT value FROM meta WHERE key = 'search'").fetchall()
-    except apsw.Error:
-        return None
-    finally:
-        conn.close()
-    return str(rows[0][0]) if rows else "exact"
-
-
 class VectorStore:
     """Node tree + vectors of all indexed documents in one sqlite-vec file.
 
@@ -235,27 +199,42 @@ class VectorStore:
         self.path = Path(path)
         self.dim = dim
         self.search_mode = "exact"
-        self._codes: dict[NodeKind, _Codes] = {}  # "binary": the codes in memory, loaded on first search
+        self._codes: dict[NodeKind, Codes] = {}  # "binary": the codes in memory, loaded on first search
         self._codes_version = -1
         # search_attached: per attachment, the paragraphs' (node ids, doc ids, vectors) in memory
         self._attached: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
+        self._writable = create
         if not create:
             _check_readable(self.path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = apsw.Connection(str(self.path))
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Readers open read-only: a published generation is never written again, and a
+        # reader must not create a file where none is.
+        flags = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE if create else apsw.SQLITE_OPEN_READONLY
+        self._conn = apsw.Connection(str(self.path), flags=flags)
         try:
             self._conn.enable_load_extension(True)
             self._conn.load_extension(sqlite_vec.loadable_path())
             self._conn.enable_load_extension(False)
-            # Several Dagster processes may write at once: wait for the lock, don't fail.
+            # Several processes may open one store: wait for a lock, don't fail.
             self._conn.set_busy_timeout(60_000)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._init_schema(model_id)
-            self._init_search(search)
+            if create:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._init_schema(model_id)
+                self._init_search(search)
+            else:
+                self._check_meta(self._meta(), model_id)
+                self.search_mode = self._meta().get("search", "exact")
+        except apsw.Error as exc:
+            self._conn.close()
+            raise IndexUnavailable(f"{self.path}: unreadable ({exc}); {REBUILD}") from None
         except BaseException:
             self._conn.close()
             raise
+
+    def _meta(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in self._conn.execute("SELECT key, value FROM meta").fetchall()}
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -302,7 +281,7 @@ class VectorStore:
             )
             for kind in VEC_KINDS:
                 self._conn.execute(
-                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {_vec_table(kind)} USING vec0("
+                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(kind)} USING vec0("
                     f"id INTEGER PRIMARY KEY, embedding float[{self.dim}] distance_metric=cosine, "
                     "doc_id TEXT)"
                 )
@@ -334,13 +313,13 @@ class VectorStore:
             with self._write():
                 self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('search', ?)", (wanted,))
                 for kind in VEC_KINDS:
-                    self._conn.execute(f"DROP TABLE IF EXISTS {_bits_table(kind)}")
+                    self._conn.execute(f"DROP TABLE IF EXISTS {bits_table(kind)}")
                     if wanted == "binary":
                         self._create_bits(kind)
-                        rows = self._conn.execute(f"SELECT id, embedding FROM {_vec_table(kind)}")
+                        rows = self._conn.execute(f"SELECT id, embedding FROM {vec_table(kind)}")
                         self._conn.executemany(
-                            f"INSERT INTO {_bits_table(kind)}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
-                            ((i, *_quantised(np.frombuffer(v, np.float32))) for i, v in rows),
+                            f"INSERT INTO {bits_table(kind)}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
+                            ((i, *quantised(np.frombuffer(v, np.float32))) for i, v in rows),
                         )
         self.search_mode = wanted
 
@@ -348,7 +327,7 @@ class VectorStore:
         # code: the sign bits; q8 + q8_scale: the vector as int8 (reading floats back out of
         # vec0 costs 150-270 us per row, too slow for a few hundred candidates per query).
         self._conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {_bits_table(kind)}("
+            f"CREATE TABLE IF NOT EXISTS {bits_table(kind)}("
             "id INTEGER PRIMARY KEY, code BLOB NOT NULL, q8 BLOB NOT NULL, q8_scale REAL NOT NULL)"
         )
 
@@ -383,22 +362,25 @@ class VectorStore:
     def delete_document(self, doc_id: str) -> None:
         self.apply_changes([], [doc_id])
 
-    def apply_changes(self, upserts: Iterable[DocumentUpsert], deletes: Iterable[str]) -> None:
-        """Delete then upsert many documents in ONE transaction: all or nothing.
+    def apply_changes(self, upserts: Iterable[DocumentUpsert], deletes: Iterable[str]) -> dict[str, str]:
+        """Delete then upsert many documents in ONE transaction: all or nothing; returns the
+        digest of each upserted document's vectors (`vector_digests` recomputes them).
 
         Deleting an absent document is a no-op. A document may appear once at most.
         """
+        digests: dict[str, str] = {}
         self._codes.clear()
         self._attached.clear()
         with self._write():
             seen: set[str] = set()
             for doc_id in deletes:
-                _claim(seen, doc_id)
+                claim(seen, doc_id)
                 self._delete_rows(doc_id)
             for upsert in upserts:
-                _claim(seen, upsert.doc_id)
+                claim(seen, upsert.doc_id)
                 self._delete_rows(upsert.doc_id)
-                self._insert(upsert)
+                digests[upsert.doc_id] = self._insert(upsert)
+        return digests
 
     def _delete_rows(self, doc_id: str) -> None:
         for kind in VEC_KINDS:
@@ -406,37 +388,39 @@ class VectorStore:
                 "SELECT id FROM nodes WHERE doc_id = ? AND kind = ?", (doc_id, str(kind))
             ).fetchall()
             # Point deletes by rowid: a `WHERE doc_id = ?` on vec0 would scan the whole table.
-            self._conn.executemany(f"DELETE FROM {_vec_table(kind)} WHERE id = ?", ids)
+            self._conn.executemany(f"DELETE FROM {vec_table(kind)} WHERE id = ?", ids)
             if self.search_mode == "binary":
-                self._conn.executemany(f"DELETE FROM {_bits_table(kind)} WHERE id = ?", ids)
+                self._conn.executemany(f"DELETE FROM {bits_table(kind)} WHERE id = ?", ids)
         self._conn.execute("DELETE FROM node_vectors WHERE doc_id = ?", (doc_id,))
         self._conn.execute("DELETE FROM nodes WHERE doc_id = ?", (doc_id,))
         self._conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
 
-    def _insert(self, up: DocumentUpsert) -> None:
-        rows = _node_rows(up.doc_id, up.nodes)
+    def _insert(self, up: DocumentUpsert) -> str:
+        rows = node_rows(up.doc_id, up.nodes)
         try:
             self._conn.executemany(
-                f"INSERT INTO nodes({_NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                f"INSERT INTO nodes({NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
             )
         except apsw.ConstraintError as exc:
             raise ValueError(f"document {up.doc_id!r}: a node id is already used by another document ({exc})") from exc
         ids = dict(self._conn.execute("SELECT node_id, id FROM nodes WHERE doc_id = ?", (up.doc_id,)))
         kinds = {r[0]: r[3] for r in rows}
         by_kind: dict[str, list[tuple[int, bytes, str]]] = {}
-        for node_id, vec in _vector_items(up.doc_id, up.vectors, self.dim):
+        digest = VectorDigest()
+        for node_id, vec in vector_items(up.doc_id, up.vectors, self.dim):
             if node_id not in ids:
                 raise ValueError(f"document {up.doc_id!r}: vector for unknown node {node_id!r}")
             by_kind.setdefault(str(kinds[node_id]), []).append((ids[node_id], vec.tobytes(), up.doc_id))
+            digest.add(node_id, vec.tobytes())
         for kind, items in by_kind.items():
             if kind in VEC_KINDS:
                 self._conn.executemany(
-                    f"INSERT INTO {_vec_table(NodeKind(kind))}(id, embedding, doc_id) VALUES (?, ?, ?)", items
+                    f"INSERT INTO {vec_table(NodeKind(kind))}(id, embedding, doc_id) VALUES (?, ?, ?)", items
                 )
                 if self.search_mode == "binary":
                     self._conn.executemany(
-                        f"INSERT INTO {_bits_table(NodeKind(kind))}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
-                        [(i, *_quantised(np.frombuffer(blob, np.float32))) for i, blob, _d in items],
+                        f"INSERT INTO {bits_table(NodeKind(kind))}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
+                        [(i, *quantised(np.frombuffer(blob, np.float32))) for i, blob, _d in items],
                     )
             else:
                 self._conn.executemany(
@@ -447,11 +431,66 @@ class VectorStore:
             "INSERT INTO documents(doc_id, version, title, url, n_nodes, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
             (up.doc_id, up.version, up.title, up.url, len(rows), datetime.now(UTC).isoformat()),
         )
+        return digest.hexdigest()
 
     # ---- reads -----------------------------------------------------------------------
 
     def document_versions(self) -> dict[str, str]:
         return {str(d): str(v) for d, v in self._conn.execute("SELECT doc_id, version FROM documents").fetchall()}
+
+    def document_counts(self) -> dict[str, dict[str, int]]:
+        """document -> table -> rows: its nodes, its vectors per searchable kind, its other
+        vectors (what a published generation records, and opening it checks)."""
+        counts: dict[str, dict[str, int]] = {}
+        queries = [("nodes", "SELECT doc_id, count(*) FROM nodes GROUP BY doc_id")]
+        queries += [(k.value, f"SELECT doc_id, count(*) FROM {vec_table(k)} GROUP BY doc_id") for k in VEC_KINDS]
+        queries.append(("other", "SELECT doc_id, count(*) FROM node_vectors GROUP BY doc_id"))
+        with self._reading():
+            for table, sql in queries:
+                for doc_id, n in self._conn.execute(sql):
+                    counts.setdefault(str(doc_id), {})[table] = int(cast(int, n))
+        return counts
+
+    def table_totals(self) -> dict[str, int]:
+        """table -> rows, counted without reading a vector (checked on every open)."""
+        with self._reading():
+            (nodes,) = self._conn.execute("SELECT count(*) FROM nodes").fetchall()[0]
+            (other,) = self._conn.execute("SELECT count(*) FROM node_vectors").fetchall()[0]
+            totals = {"nodes": int(cast(int, nodes)), "other": int(cast(int, other))}
+            for kind in VEC_KINDS:
+                totals[kind.value] = self.count(kind)
+        return totals
+
+    def vector_digests(self) -> dict[str, str]:
+        """document -> digest of its stored vectors, read back from every table (slow: for
+        `kohaku doctor`; the writer gets the same digests from `apply_changes`)."""
+        digests: dict[str, VectorDigest] = {}
+        with self._reading():
+            names = {
+                int(cast(int, i)): (str(n), str(d))
+                for i, n, d in self._conn.execute("SELECT id, node_id, doc_id FROM nodes")
+            }
+            tables = [f"SELECT id, embedding FROM {vec_table(k)}" for k in VEC_KINDS]
+            for sql in (*tables, "SELECT id, embedding FROM node_vectors"):
+                for rowid, blob in self._conn.execute(sql):
+                    node_id, doc_id = names.get(int(cast(int, rowid)), (f"#{rowid}", "(no node)"))
+                    digests.setdefault(doc_id, VectorDigest()).add(node_id, cast(bytes, blob))
+        return {d: v.hexdigest() for d, v in digests.items()}
+
+    def quick_check(self) -> str | None:
+        """SQLite's `PRAGMA quick_check` (None: ok)."""
+        with self._reading():
+            rows = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check").fetchall()]
+        return None if rows == ["ok"] else "; ".join(rows[:3])
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A read that finds damage raises `IndexUnavailable` (one line, the fix), never a raw
+        SQLite error: a file can be readable as a whole and damaged in some pages."""
+        try:
+            yield
+        except apsw.Error as exc:
+            raise IndexUnavailable(f"{self.path}: damaged ({apsw_reason(exc)}); {REBUILD}") from None
 
     def documents(self) -> list[DocumentRow]:
         rows = self._conn.execute(
@@ -459,6 +498,7 @@ class VectorStore:
         )
         return [DocumentRow(*r) for r in rows]
 
+    @_reads
     def search(
         self,
         query_vec: np.ndarray,
@@ -478,7 +518,7 @@ class VectorStore:
             return []
         docs_json = json.dumps(sorted(doc_ids)) if doc_ids is not None else None
         hits: list[Hit] = []
-        for kind in dict.fromkeys(_kind(x) for x in kinds):
+        for kind in dict.fromkeys(kind_of(x) for x in kinds):
             if kind in VEC_KINDS and self.search_mode == "binary":
                 hits.extend(self._search_binary(kind, query, k, doc_ids))
             elif kind in VEC_KINDS:
@@ -502,7 +542,7 @@ class VectorStore:
         params: tuple[object, ...] = (query.tobytes(), k) + ((docs_json,) if docs_json is not None else ())
         rows = self._conn.execute(
             f"""WITH knn AS (
-                    SELECT id, distance FROM {_vec_table(kind)}
+                    SELECT id, distance FROM {vec_table(kind)}
                     WHERE embedding MATCH ? AND k = ?{doc_filter})
                 SELECT n.node_id, n.doc_id, knn.distance FROM knn JOIN nodes n ON n.id = knn.id""",
             params,
@@ -515,7 +555,7 @@ class VectorStore:
         codes = self._codes_of(kind)
         if not len(codes.ids):
             return []
-        distance = np.bitwise_count(codes.words ^ _sign_words(query)).sum(axis=1, dtype=np.int32)
+        distance = np.bitwise_count(codes.words ^ sign_words(query)).sum(axis=1, dtype=np.int32)
         if doc_ids is not None:
             wanted = np.isin(codes.doc_names, np.array(sorted(doc_ids), dtype=codes.doc_names.dtype))
             distance = np.where(wanted[codes.doc_index], distance, np.iinfo(np.int32).max)
@@ -527,7 +567,7 @@ class VectorStore:
             return []
         candidates = codes.ids[np.argpartition(distance, n - 1)[:n]] if n < len(distance) else codes.ids
         rows = self._conn.execute(
-            f"SELECT b.id, b.q8, b.q8_scale FROM json_each(?) j JOIN {_bits_table(kind)} b ON b.id = j.value",
+            f"SELECT b.id, b.q8, b.q8_scale FROM json_each(?) j JOIN {bits_table(kind)} b ON b.id = j.value",
             (json.dumps(candidates.tolist()),),
         ).fetchall()
         q8 = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), dtype=np.int8).reshape(len(rows), self.dim)
@@ -536,7 +576,7 @@ class VectorStore:
         best = [int(rows[i][0]) for i in np.argsort(-approx, kind="stable")[: k + RESCORE_MARGIN]]
         exact = self._conn.execute(
             f"""SELECT n.node_id, n.doc_id, v.embedding FROM json_each(?) j
-                JOIN {_vec_table(kind)} v ON v.id = j.value JOIN nodes n ON n.id = j.value""",
+                JOIN {vec_table(kind)} v ON v.id = j.value JOIN nodes n ON n.id = j.value""",
             (json.dumps(best),),
         ).fetchall()
         matrix = np.frombuffer(b"".join(cast(bytes, r[2]) for r in exact), dtype=np.float32).reshape(-1, self.dim)
@@ -544,19 +584,20 @@ class VectorStore:
         top = np.argsort(-scores, kind="stable")[:k]
         return [Hit(exact[i][0], exact[i][1], kind, float(scores[i])) for i in top]
 
-    def _codes_of(self, kind: NodeKind) -> _Codes:
+    def _codes_of(self, kind: NodeKind) -> Codes:
         """The kind's codes in memory, reloaded when any connection changed the file."""
         self._check_version()
         if kind not in self._codes:
             rows = self._conn.execute(
-                f"SELECT b.id, n.doc_id, b.code FROM {_bits_table(kind)} b JOIN nodes n ON n.id = b.id ORDER BY b.id"
+                f"SELECT b.id, n.doc_id, b.code FROM {bits_table(kind)} b JOIN nodes n ON n.id = b.id ORDER BY b.id"
             ).fetchall()
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             doc_names, doc_index = np.unique(np.array([r[1] for r in rows], dtype=str), return_inverse=True)
             raw = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.uint8)
-            self._codes[kind] = _Codes(ids, doc_names, doc_index, _as_words(raw.reshape(len(rows), -1)))
+            self._codes[kind] = Codes(ids, doc_names, doc_index, as_words(raw.reshape(len(rows), -1)))
         return self._codes[kind]
 
+    @_reads
     def search_attached(self, query_vec: np.ndarray, attachment: str, k: int) -> list[Hit]:
         """The `k` paragraphs holding `attachment` ("image": the figures) closest to
         `query_vec`, searched on their own (KohakuRAG's separate image search). They are few,
@@ -568,7 +609,7 @@ class VectorStore:
         if attachment not in self._attached:
             rows = self._conn.execute(
                 f"""SELECT n.node_id, n.doc_id, v.embedding FROM nodes n
-                    JOIN {_vec_table(NodeKind.PARAGRAPH)} v ON v.id = n.id
+                    JOIN {vec_table(NodeKind.PARAGRAPH)} v ON v.id = n.id
                     WHERE n.kind = ? AND n.attachment = ? ORDER BY n.id""",
                 (str(NodeKind.PARAGRAPH), attachment),
             ).fetchall()
@@ -607,18 +648,21 @@ class VectorStore:
         top = np.argsort(-scores, kind="stable")[:k]
         return [Hit(rows[i][0], rows[i][1], kind, float(scores[i])) for i in top]
 
+    @_reads
     def get_nodes(self, ids: Iterable[str]) -> dict[str, Node]:
         """The stored nodes among `ids` (absent ids are left out)."""
         rows = self._conn.execute(
-            f"SELECT {_NODE_COLUMNS} FROM nodes WHERE node_id IN (SELECT value FROM json_each(?))",
+            f"SELECT {NODE_COLUMNS} FROM nodes WHERE node_id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(ids)),),
         )
-        return {r[0]: _row_to_node(r) for r in rows}
+        return {r[0]: row_to_node(r) for r in rows}
 
+    @_reads
     def children(self, node_id: str) -> list[Node]:
-        rows = self._conn.execute(f"SELECT {_NODE_COLUMNS} FROM nodes WHERE parent_id = ? ORDER BY ordinal", (node_id,))
-        return [_row_to_node(r) for r in rows]
+        rows = self._conn.execute(f"SELECT {NODE_COLUMNS} FROM nodes WHERE parent_id = ? ORDER BY ordinal", (node_id,))
+        return [row_to_node(r) for r in rows]
 
+    @_reads
     def vector(self, node_id: str) -> np.ndarray | None:
         """The stored (L2-normalised) vector of a node, None if it has none."""
         row = self._conn.execute("SELECT id, kind FROM nodes WHERE node_id = ?", (node_id,)).fetchone()
@@ -626,7 +670,7 @@ class VectorStore:
             return None
         rowid, kind = row
         if kind in VEC_KINDS:
-            found = self._conn.execute(f"SELECT embedding FROM {_vec_table(NodeKind(kind))} WHERE id = ?", (rowid,))
+            found = self._conn.execute(f"SELECT embedding FROM {vec_table(NodeKind(kind))} WHERE id = ?", (rowid,))
         else:
             found = self._conn.execute("SELECT embedding FROM node_vectors WHERE id = ?", (rowid,))
         blob = found.fetchone()
@@ -634,156 +678,11 @@ class VectorStore:
 
     def count(self, kind: str) -> int:
         """Number of stored vectors of `kind`."""
-        node_kind = _kind(kind)
+        node_kind = kind_of(kind)
         if node_kind in VEC_KINDS:
             # vec0's rowid map counts rows without reading vectors.
-            sql, params = f"SELECT count(*) FROM {_vec_table(node_kind)}_rowids", tuple[str, ...]()
+            sql, params = f"SELECT count(*) FROM {vec_table(node_kind)}_rowids", tuple[str, ...]()
         else:
             sql, params = "SELECT count(*) FROM node_vectors WHERE kind = ?", (str(node_kind),)
         (count,) = self._conn.execute(sql, params).fetchall()[0]
         return int(cast(int, count))
-
-
-@dataclass(frozen=True)
-class _Codes:
-    """One kind's sign codes in memory: rowids, each row's document, packed words."""
-
-    ids: np.ndarray  # (n,) int64 rowids
-    doc_names: np.ndarray  # (d,) str, sorted
-    doc_index: np.ndarray  # (n,) index into doc_names
-    words: np.ndarray  # (n, w) uint64 (or uint8 when dim is not a multiple of 64)
-
-
-def _sign_code(vec: np.ndarray) -> bytes:
-    """1 bit per dimension: set where the component is positive."""
-    return np.packbits(np.asarray(vec) > 0).tobytes()
-
-
-def _quantised(vec: np.ndarray) -> tuple[bytes, bytes, float]:
-    """The sign code, and the vector as int8 with its scale (v ~= q8 * scale)."""
-    peak = float(np.max(np.abs(vec))) or 1.0
-    q8 = np.clip(np.rint(vec * (127.0 / peak)), -127, 127).astype(np.int8)
-    return _sign_code(vec), q8.tobytes(), peak / 127.0
-
-
-def _as_words(packed: np.ndarray) -> np.ndarray:
-    """Packed bytes as uint64 words when they divide evenly (8x fewer XOR/popcount ops)."""
-    return packed.view(np.uint64) if packed.shape[1] % 8 == 0 else packed
-
-
-def _sign_words(query: np.ndarray) -> np.ndarray:
-    return _as_words(np.frombuffer(_sign_code(query), dtype=np.uint8).reshape(1, -1))
-
-
-def _bits_table(kind: NodeKind) -> str:
-    return f"bits_{kind.value}"
-
-
-def _vec_table(kind: NodeKind) -> str:
-    return f"vec_{kind.value}"
-
-
-def _kind(kind: str) -> NodeKind:
-    try:
-        return NodeKind(kind)
-    except ValueError:
-        raise ValueError(f"unknown node kind {kind!r}: use one of {[k.value for k in NodeKind]}") from None
-
-
-def _claim(seen: set[str], doc_id: str) -> None:
-    if doc_id in seen:
-        raise ValueError(f"document {doc_id!r} appears more than once in one change set")
-    seen.add(doc_id)
-
-
-def _node_rows(doc_id: str, nodes: NodesInput) -> list[tuple[object, ...]]:
-    """Rows for the `nodes` table, checked to belong to `doc_id`."""
-    if isinstance(nodes, pa.Table):
-        records = [
-            (
-                r["node_id"],
-                r["doc_id"],
-                r["parent_id"],
-                _kind(r["kind"]).value,
-                r["ordinal"],
-                r["title"],
-                r["text"],
-                r["page"],
-                r.get("bbox"),
-                r["attachment"],
-                r.get("media_hash"),
-            )
-            for r in nodes.to_pylist()
-        ]
-    else:
-        records = [
-            (
-                n.node_id,
-                n.doc_id,
-                n.parent_id,
-                _kind(n.kind).value,
-                n.ordinal,
-                n.title,
-                n.text,
-                n.page,
-                n.bbox,
-                str(n.attachment),
-                n.media_hash,
-            )
-            for n in nodes
-        ]
-    seen: set[str] = set()
-    rows: list[tuple[object, ...]] = []
-    for rec in records:
-        node_id, node_doc, bbox, text = rec[0], rec[1], rec[8], rec[6]
-        if node_doc != doc_id:
-            raise ValueError(f"document {doc_id!r}: node {node_id!r} belongs to document {node_doc!r}")
-        if node_id in seen:
-            raise ValueError(f"document {doc_id!r}: node id {node_id!r} appears twice")
-        seen.add(node_id)
-        bbox_json = json.dumps([float(x) for x in bbox]) if bbox is not None else None
-        rows.append(rec[:8] + (bbox_json,) + rec[9:] + (len(text),))
-    return rows
-
-
-def _vector_items(doc_id: str, vectors: Vectors, dim: int) -> Iterator[tuple[str, np.ndarray]]:
-    """(node_id, float32 unit vector) pairs, checked for shape and finiteness."""
-    if isinstance(vectors, tuple):
-        ids, matrix = vectors
-        matrix = np.asarray(matrix, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(ids):
-            raise ValueError(f"document {doc_id!r}: vector matrix has shape {matrix.shape} for {len(ids)} node ids")
-        pairs: Iterable[tuple[str, np.ndarray]] = zip(ids, matrix)
-    else:
-        pairs = vectors.items()
-    seen: set[str] = set()
-    for node_id, vec in pairs:
-        if node_id in seen:
-            raise ValueError(f"document {doc_id!r}: two vectors for node {node_id!r}")
-        seen.add(node_id)
-        v = np.asarray(vec, dtype=np.float32).reshape(-1)
-        if v.shape != (dim,):
-            raise ValueError(
-                f"document {doc_id!r}: vector of node {node_id!r} has {v.size} values, the index "
-                f"holds {dim}-dimensional vectors (embedder switched? rebuild the index)"
-            )
-        norm = float(np.linalg.norm(v))
-        if not np.isfinite(norm) or norm == 0.0:
-            raise ValueError(f"document {doc_id!r}: vector of node {node_id!r} is zero or not finite")
-        yield node_id, v / norm
-
-
-def _row_to_node(r: tuple) -> Node:
-    return Node(
-        node_id=r[0],
-        doc_id=r[1],
-        parent_id=r[2],
-        kind=NodeKind(r[3]),
-        ordinal=r[4],
-        title=r[5],
-        text=r[6],
-        page=r[7],
-        bbox=tuple(json.loads(r[8])) if r[8] is not None else None,
-        attachment=Attachment(r[9]),
-        media_hash=r[10],
-    )

@@ -89,7 +89,11 @@ def test_a_run_killed_between_the_two_indexes_rebuilds_the_stale_one(env):
     settings, corpus = env
     _vectors_ahead_of_bm25(settings, corpus)
     lag = assembly.indexes_behind(settings.lake, ["carbon", "gpu", "water"])
-    assert lag.vectors == [] and lag.bm25 == ["water"]
+    # Never a mix: the new vectors were staged, not published, so search still reads the
+    # last generation whole (on main the new vectors were live beside the old BM25).
+    assert lag.vectors == ["water"] and lag.bm25 == ["water"]
+    vectors, bm25 = _held_versions(settings)
+    assert vectors["water"] != _rows_versions(settings)["water"] and bm25 is not None
     assert not _bm25_has(settings, "drought")
     run_index(settings, progress=quiet)
     assert _bm25_has(settings, "drought")

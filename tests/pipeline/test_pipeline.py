@@ -11,6 +11,7 @@ import kohaku_rag as kr
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import embedder_for, instance_for, resources_for, run_index
+from kohaku_rag.lake import Lake
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import BM25Index
 
@@ -247,4 +248,4 @@ def test_demo_generates_indexes_and_searches_the_sample_corpus(tmp_path, monkeyp
     out = capsys.readouterr().out
     assert len(list(corpus.glob("*.pdf"))) == 3 and "generated the sample corpus" in out
     assert "$ kohaku search 'Which GPU had the lowest power draw?'" in out and "kohaku ui --lake" in out
-    assert (tmp_path / "lake" / "index" / "vectors.sqlite").exists()
+    assert Lake(tmp_path / "lake").vectors_path.exists()

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kohaku_rag.lake import Lake
 from kohaku_rag.stores.vectors import VectorStore, stored_search_mode
 from kohaku_rag.tree import Node, NodeKind
 
@@ -109,15 +110,15 @@ def test_index_config_switches_a_built_lake_to_binary_search(tmp_path: Path, cor
 
     lake = tmp_path / "lake"
     kr.index(corpus, lake, progress=lambda _m: None)
-    assert stored_search_mode(lake / "index" / "vectors.sqlite") == "exact"
+    assert stored_search_mode(Lake(lake).vectors_path) == "exact"
     exact = [h.node_id for h in kr.open(lake).search("GPU power draw", budget_chars=2000)]
 
     summary = kr.index(
         corpus, lake, index_config=replace(IndexConfig(), vector_search="binary"), progress=lambda _m: None
     )
     assert not summary.recomputed  # no document re-parsed or re-embedded
-    assert stored_search_mode(lake / "index" / "vectors.sqlite") == "binary"
+    assert stored_search_mode(Lake(lake).vectors_path) == "binary"
     assert [h.node_id for h in kr.open(lake).search("GPU power draw", budget_chars=2000)] == exact
 
     kr.index(corpus, lake, index_config=IndexConfig(), progress=lambda _m: None)
-    assert stored_search_mode(lake / "index" / "vectors.sqlite") == "exact"
+    assert stored_search_mode(Lake(lake).vectors_path) == "exact"
