@@ -42,7 +42,18 @@ def load_configs(folder: Path) -> dict[str, QAConfig]:
     return {name: load_qa_config(path) for name, path in config_files(folder).items()}
 
 
+def refuse_path(name: str, what: str, folder: Path) -> None:
+    """A config is named by its file's stem in the configs folder; a path is refused with
+    that reason (not "no such file", which is wrong when the file exists elsewhere)."""
+    if "/" in name or "\\" in name or name in (".", ".."):
+        raise ValueError(
+            f"{what} {name!r}: {what}s are named by their file's stem in {folder}, not by a path; "
+            f"copy the file into that folder and give its name"
+        )
+
+
 def _file_named(files: dict[str, Path], name: str, what: str, folder: Path) -> Path:
+    refuse_path(name, what, folder)
     path = files.get(check_key(name))
     if path is None:
         raise ValueError(f"{what} {name!r}: no {name}.toml or {name}.json in {folder}")
@@ -79,6 +90,7 @@ def eval_config_name(lake: Lake, name: str, questions: Path) -> str:
     folder = configs_dir(lake)
     files = config_files(folder)
     questions = questions.resolve()
+    refuse_path(name, "config", folder)
     if name not in files:
         if name != "default":
             raise ValueError(f"config {name!r}: no {name}.toml or {name}.json in {folder}")

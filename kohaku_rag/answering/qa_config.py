@@ -33,6 +33,7 @@ from kohaku_rag.config_files import (
 )
 from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, METRICS, Metric
 from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
+from kohaku_rag.evaluation.wattbot_csv import question_file_problem
 from kohaku_rag.http_retry import redact_urls
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
@@ -499,6 +500,8 @@ def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -
         raise ConfigKeyError("questions", f"expected a path, got {type(questions).__name__}")
     if base_dir is not None and not Path(questions).is_absolute():
         questions = str((base_dir / questions).resolve())
+    if (problem := question_file_problem(questions)) is not None:
+        raise ConfigKeyError("questions", problem)
     return QAConfig(
         questions=questions,
         retrieval=from_mapping(RetrievalPart, {**planner, "search": search}, "retrieval"),

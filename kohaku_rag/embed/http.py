@@ -25,6 +25,7 @@ from kohaku_rag.http_retry import (
     RetryPolicy,
     api_url,
     call_with_retries,
+    check_one_credential,
     http_error,
     normalise_base_url,
     parse_retry_after,
@@ -181,9 +182,11 @@ def hosted_client(
         raise ValueError(f"dimensions must be positive, got {dimensions}")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    api_key = read_api_key(api_key_env, provider)
+    check_one_credential(base_url, api_key, api_key_env)
     return EmbeddingsClient(
         embeddings_url(base_url),
-        read_api_key(api_key_env, provider),
+        api_key,
         timeout=timeout,
         retry=RetryPolicy(max_retries=max_retries, backoff_base=backoff_base),
         concurrency=concurrency,

@@ -160,6 +160,27 @@ def load_submission(csv_path: str | Path) -> dict[str, Answer]:
     return out
 
 
+def question_file_problem(csv_path: str | Path) -> str | None:
+    """Why an existing file can't be a question file, read from its header line only (None:
+    it can, or it does not exist yet: the run that reads it says so). What a config's
+    `questions` is checked with when the config loads, so `/etc/passwd` fails there."""
+    path = Path(csv_path)
+    if not path.exists():
+        return None
+    if not path.is_file():
+        return f"{path} is not a file"
+    try:
+        header = _header_of(path)
+    except UnicodeDecodeError as exc:
+        return f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+    except (OSError, csv.Error) as exc:
+        return f"{path}: cannot read it as a CSV question file ({getattr(exc, 'strerror', None) or exc})"
+    missing = [c for c in ("id", "question") if c not in header]
+    if missing:
+        return f"{path}: not a question file (missing column(s) {', '.join(missing)}); {_describe_header(list(header))}"
+    return None
+
+
 def _header_of(path: Path) -> Sequence[str]:
     with path.open(encoding="utf-8-sig", newline="") as handle:
         return next(csv.reader(handle), [])

@@ -154,6 +154,10 @@ def scan_corpus(corpus: Path, fetched_dir: Path | None = None, *, follow_links: 
     ranks = list(SUFFIXES)
     for folder in folders:
         for path in sorted(folder.iterdir()):
+            if path.is_symlink() and path.is_dir():
+                # Said, not silent: a link is made on purpose, and its documents would vanish unseen.
+                skipped[path.name] = "a link to a folder; the corpus is one flat folder: link the documents themselves"
+                continue
             if not path.is_file() or path.name in CORPUS_FILES:
                 continue
             if path.name.startswith("."):

@@ -24,6 +24,7 @@ from kohaku_rag.http_retry import (
     Retryable,
     RetryPolicy,
     api_url,
+    check_one_credential,
     endpoint_id,
     normalise_base_url,
     raise_if_retryable,
@@ -123,6 +124,7 @@ class OpenAIChat:
         # Learned per client: once a server rejects a response_format, stop sending it.
         self._mode: Structured = structured
         self._api_key = read_api_key(api_key_env, "the chat model")
+        check_one_credential(self.base_url, self._api_key, api_key_env)
 
     def __repr__(self) -> str:
         return f"OpenAIChat(base_url={safe_url(self.base_url)!r}, model={self.model!r})"

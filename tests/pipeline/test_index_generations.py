@@ -177,3 +177,15 @@ def test_a_generation_is_one_manifest_and_old_files_go(env, capsys):
     on_disk = {p.name for p in lake.index_dir.iterdir() if not p.name.startswith(".")}
     assert on_disk == second.names() | {"manifest.json"}  # the old generation's files are gone
     assert second.parts["vectors"].rows_versions == second.parts["bm25"].rows_versions
+
+
+def test_doctor_says_a_missing_bm25_index_is_missing(env, capsys):
+    """main: "differs from the stored rows" for a file that is not there."""
+    settings, _config = env
+    assert _cli(settings, "index") == 0
+    path = settings.lake.bm25_path
+    path.unlink()
+    capsys.readouterr()
+    assert _cli(settings, "doctor") == 1
+    out = capsys.readouterr().out
+    assert f"{path.name} is missing" in out and "differs from the stored rows" not in out
