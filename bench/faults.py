@@ -92,11 +92,22 @@ def index(lake: Path, corpus: Path, *extra: str) -> subprocess.CompletedProcess[
     return kohaku("index", "--lake", str(lake), "--corpus", str(corpus), "--json", *extra)
 
 
-def search_all(lake: Path, corpus: Path) -> list[object]:
-    """`kohaku search` for every query (one process: --questions)."""
+# KohakuRAG's published setting searches sentence vectors too: damage there is read by search.
+SEARCH_CONFIG = '[retrieval]\ndense_kinds = ["sentence", "paragraph"]\n'
+
+
+def search(lake: Path, corpus: Path) -> subprocess.CompletedProcess[str]:
+    """`kohaku search` for every query (one process: --questions), sentences and paragraphs."""
     questions = lake.parent / f"{lake.name}_questions.csv"
     questions.write_text("id,question\n" + "".join(f"q{i},{q}\n" for i, q in enumerate(QUERIES)))
-    done = kohaku("search", "--questions", str(questions), "--lake", str(lake), "--corpus", str(corpus), "--k", "5")
+    config = lake.parent / f"{lake.name}_search.toml"
+    config.write_text(SEARCH_CONFIG)
+    where = ["--lake", str(lake), "--corpus", str(corpus)]
+    return kohaku("search", "--questions", str(questions), *where, "--k", "5", "--config", str(config))
+
+
+def search_all(lake: Path, corpus: Path) -> list[object]:
+    done = search(lake, corpus)
     if done.returncode != 0:
         return [f"search failed: {done.stderr[-300:]}"]
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
@@ -194,6 +205,11 @@ def kills(work: Path, n_timed: int) -> tuple[int, int]:
         Moment("after doc 2 +0.8s (assembly)", "[2/2] indexed", 0.8),
         Moment("after doc 2 +1.5s (assembly)", "[2/2] indexed", 1.5),
     ]
+    # The incremental assembly itself (vectors, BM25, search aids, then the publish), finely.
+    moments += [
+        Moment(f"after doc 2 +{d:.1f}s (assembly)", "[2/2] indexed", d)
+        for d in (0.1, 0.2, 0.45, 0.6, 1.0, 1.2, 2.0, 2.5)
+    ]
     survived = tried = 0
     for k, moment in enumerate(moments, start=1):
         lake = work / f"kill_{k}"
@@ -229,9 +245,20 @@ def _sqlite_side_files(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def live(lake: Path, part: str) -> str:
+    """The lake-relative path of an index file: the one the manifest names (index
+    generations), or the fixed name of a lake from before them (the baseline's)."""
+    manifest = lake / "index" / "manifest.json"
+    legacy = {"vectors": "index/vectors.sqlite", "bm25": "index/bm25.npz"}[part]
+    if not manifest.exists():
+        return legacy
+    entry = json.loads(manifest.read_text())["parts"][part]["files"][part]
+    return f"index/{entry['name']}"
+
+
 def _delete(rel: str) -> Callable[[Path], None]:
     def damage(lake: Path) -> None:
-        target = lake / rel
+        target = lake / _resolve(lake, rel)
         if target.is_dir():
             shutil.rmtree(target)
         else:
@@ -241,9 +268,13 @@ def _delete(rel: str) -> Callable[[Path], None]:
     return damage
 
 
+def _resolve(lake: Path, rel: str) -> str:
+    return live(lake, rel) if rel in ("vectors", "bm25") else rel
+
+
 def _truncate(rel: str) -> Callable[[Path], None]:
     def damage(lake: Path) -> None:
-        target = lake / rel
+        target = lake / _resolve(lake, rel)
         _sqlite_side_files(target)
         data = target.read_bytes()
         target.write_bytes(data[: len(data) // 2])
@@ -253,44 +284,90 @@ def _truncate(rel: str) -> Callable[[Path], None]:
 
 def _garble(rel: str) -> Callable[[Path], None]:
     def damage(lake: Path) -> None:
-        target = lake / rel
+        target = lake / _resolve(lake, rel)
         _sqlite_side_files(target)
         target.write_bytes(os.urandom(max(target.stat().st_size, 4096)))
 
     return damage
 
 
-def _delete_rows(lake: Path) -> None:
+def _random_bytes_inside(rel: str, size: int, at: float) -> Callable[[Path], None]:
+    """`size` random bytes at `at` of the file (the rest, its directory and header, whole)."""
+
+    def damage(lake: Path) -> None:
+        target = lake / _resolve(lake, rel)
+        length = target.stat().st_size
+        with open(target, "r+b") as f:
+            f.seek(int(length * at))
+            f.write(os.urandom(min(size, length - int(length * at) - 64)))
+
+    return damage
+
+
+def _vectors_conn(lake: Path):  # noqa: ANN202 (apsw is imported here only)
     import apsw
     import sqlite_vec
 
-    conn = apsw.Connection(str(lake / "index" / "vectors.sqlite"))
+    conn = apsw.Connection(str(lake / live(lake, "vectors")))
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
+    return conn
+
+
+def _delete_rows(lake: Path) -> None:
+    conn = _vectors_conn(lake)
     conn.execute("DELETE FROM nodes WHERE doc_id = 'water'")
+    conn.close()
+
+
+def _delete_vec_rows(lake: Path) -> None:
+    """One document's vectors deleted, its nodes and `documents` row kept."""
+    conn = _vectors_conn(lake)
+    for kind in ("sentence", "paragraph"):
+        ids = conn.execute("SELECT id FROM nodes WHERE doc_id = 'water' AND kind = ?", (kind,)).fetchall()
+        conn.executemany(f"DELETE FROM vec_{kind} WHERE id = ?", ids)
+    conn.close()
+
+
+def _rewrite_vectors(lake: Path) -> None:
+    """Every paragraph vector replaced by another unit vector: SQLite's structure intact."""
+    import numpy as np
+
+    conn = _vectors_conn(lake)
+    rng = np.random.default_rng(11)
+    for (rowid,) in conn.execute("SELECT id FROM nodes WHERE kind = 'paragraph'").fetchall():
+        vec = rng.standard_normal(384).astype(np.float32)
+        conn.execute(
+            "UPDATE vec_paragraph SET embedding = ? WHERE id = ?", ((vec / np.linalg.norm(vec)).tobytes(), rowid)
+        )
     conn.close()
 
 
 def _half_built(lake: Path) -> None:
     """What a kill in the middle of a rebuild leaves: no index, the file being built beside it."""
-    index = lake / "index" / "vectors.sqlite"
+    index = lake / live(lake, "vectors")
     shutil.copy(index, index.with_name(".vectors.sqlite.building"))
     index.unlink()
     _sqlite_side_files(index)
 
 
 DAMAGES: dict[str, Callable[[Path], None]] = {
-    "vectors.sqlite deleted": _delete("index/vectors.sqlite"),
-    "vectors.sqlite garbled": _garble("index/vectors.sqlite"),
-    "vectors.sqlite cut in half": _truncate("index/vectors.sqlite"),
-    "vectors.sqlite rows of a document deleted": _delete_rows,
-    "vectors.sqlite half-built beside, none live": _half_built,
-    "bm25.npz deleted": _delete("index/bm25.npz"),
-    "bm25.npz cut in half": _truncate("index/bm25.npz"),
-    "bm25.npz garbled": _garble("index/bm25.npz"),
+    "vector store deleted": _delete("vectors"),
+    "vector store garbled": _garble("vectors"),
+    "vector store cut in half": _truncate("vectors"),
+    "vector store: nodes of a document deleted": _delete_rows,
+    "vector store: vec rows of a document deleted": _delete_vec_rows,
+    "vector store: vector bytes rewritten in place": _rewrite_vectors,
+    "vector store: random bytes over 3 pages": _random_bytes_inside("vectors", 3 * 4096, 0.5),
+    "vector store half-built beside, none live": _half_built,
+    "bm25 deleted": _delete("bm25"),
+    "bm25 cut in half": _truncate("bm25"),
+    "bm25 garbled": _garble("bm25"),
+    "bm25: 4 KiB of random bytes inside": _random_bytes_inside("bm25", 4096, 0.4),
     "whole index/ folder deleted": _delete("index"),
     "index_rows/water.parquet cut in half": _truncate("index_rows/water.parquet"),
     "document_tree/gpu.parquet garbled": _garble("document_tree/gpu.parquet"),
+    "node_embeddings/gpu.parquet cut in half": _truncate("node_embeddings/gpu.parquet"),
     "bm25 token cache of gpu cut in half": _truncate("cache/bm25_tokens/gpu.parquet"),
 }
 
@@ -298,10 +375,8 @@ DAMAGES: dict[str, Callable[[Path], None]] = {
 def _search_outcome(lake: Path, corpus: Path, expected: list[object]) -> str:
     """ "same" (identical to a clean build), "refused" (non-zero, a message, no traceback),
     or what is wrong: a search must never exit 0 with other results, nor show a traceback."""
-    questions = lake.parent / f"{lake.name}_questions.csv"
-    questions.write_text("id,question\n" + "".join(f"q{i},{q}\n" for i, q in enumerate(QUERIES)))
-    done = kohaku("search", "--questions", str(questions), "--lake", str(lake), "--corpus", str(corpus), "--k", "5")
-    if "Traceback" in done.stderr:
+    done = search(lake, corpus)
+    if "Traceback" in done.stderr or "apsw." in done.stderr:
         return "TRACEBACK"
     if done.returncode != 0:
         return "refused" if done.stderr.strip() else "SILENT FAILURE"
@@ -395,7 +470,7 @@ def rebuild_kills(work: Path, n: int) -> tuple[int, int]:
     expected = search_all(clean, corpus)
     lake = work / "measure"
     shutil.copytree(clean, lake)
-    _delete("index/vectors.sqlite")(lake)
+    _delete("vectors")(lake)
     t0 = time.perf_counter()
     index(lake, corpus)
     duration = time.perf_counter() - t0
@@ -404,7 +479,7 @@ def rebuild_kills(work: Path, n: int) -> tuple[int, int]:
         lake = work / f"rebuild_kill_{k}"
         shutil.rmtree(lake, ignore_errors=True)
         shutil.copytree(clean, lake)
-        _delete("index/vectors.sqlite")(lake)
+        _delete("vectors")(lake)
         killed, at = run_and_kill(lake, corpus, Moment(f"t={f:.2f}x", "", f * duration))
         before = _search_outcome(lake, corpus, expected)
         rerun = index(lake, corpus)

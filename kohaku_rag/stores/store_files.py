@@ -10,6 +10,8 @@ from typing import cast
 
 import apsw
 
+from kohaku_rag.stores.store_rows import VEC_KINDS, vec_table
+
 SCHEMA_VERSION = "1"
 
 
@@ -72,6 +74,34 @@ def stored_document_versions(path: Path) -> dict[str, str] | None:
     when there is no readable store). The `documents` row is written in the same
     transaction as the document's nodes and vectors, so it is the truth about them."""
     return check_store(path).versions
+
+
+def create_tables(conn: apsw.Connection, dim: int) -> None:
+    """The store's tables (see vectors.py), created where missing."""
+    conn.execute(
+        """
+        CREATE TABLE IF NOT EXISTS documents(
+            doc_id TEXT PRIMARY KEY, version TEXT NOT NULL, title TEXT NOT NULL,
+            url TEXT NOT NULL, n_nodes INTEGER NOT NULL, updated_at TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS nodes(
+            id INTEGER PRIMARY KEY, node_id TEXT NOT NULL UNIQUE, doc_id TEXT NOT NULL,
+            parent_id TEXT, kind TEXT NOT NULL, ordinal INTEGER NOT NULL,
+            title TEXT NOT NULL, text TEXT NOT NULL, page INTEGER, bbox TEXT,
+            attachment TEXT NOT NULL, media_hash TEXT, length INTEGER NOT NULL);
+        CREATE INDEX IF NOT EXISTS nodes_by_doc ON nodes(doc_id);
+        CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent_id, ordinal);
+        CREATE TABLE IF NOT EXISTS node_vectors(
+            id INTEGER PRIMARY KEY, kind TEXT NOT NULL, doc_id TEXT NOT NULL,
+            embedding BLOB NOT NULL);
+        CREATE INDEX IF NOT EXISTS node_vectors_by_kind ON node_vectors(kind, doc_id);
+        """
+    )
+    for kind in VEC_KINDS:
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(kind)} USING vec0("
+            f"id INTEGER PRIMARY KEY, embedding float[{dim}] distance_metric=cosine, "
+            "doc_id TEXT)"
+        )
 
 
 def seal_store(path: Path) -> None:

@@ -3,9 +3,9 @@ back as nodes. Shared by the store and by the checks that read a store file dire
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import numpy as np
@@ -17,22 +17,38 @@ Vectors: TypeAlias = Mapping[str, np.ndarray] | tuple[Sequence[str], np.ndarray]
 NodesInput: TypeAlias = Sequence[Node] | pa.Table
 
 
-class VectorDigest:
-    """A digest of a document's vectors that does not depend on their order (the sum of
-    each (node id, vector bytes) pair's BLAKE2b, mod 2**128), so the writer can compute it
-    as it inserts and `kohaku doctor` as it scans the tables in any order."""
+# The kinds searched with sqlite-vec (the others are few: numpy over plain blobs).
+VEC_KINDS: tuple[NodeKind, ...] = (NodeKind.SENTENCE, NodeKind.PARAGRAPH)
 
-    def __init__(self) -> None:
-        self._sum = 0
-        self._n = 0
 
-    def add(self, node_id: str, blob: bytes) -> None:
-        h = hashlib.blake2b(node_id.encode() + b"\0" + blob, digest_size=16).digest()
-        self._sum = (self._sum + int.from_bytes(h, "big")) % (1 << 128)
-        self._n += 1
+@dataclass(frozen=True)
+class Hit:
+    node_id: str
+    doc_id: str
+    kind: NodeKind
+    score: float  # cosine similarity, higher is closer
 
-    def hexdigest(self) -> str:
-        return f"{self._n}:{self._sum:032x}"
+
+@dataclass(frozen=True)
+class DocumentUpsert:
+    """Everything `apply_changes` needs to (re)write one document."""
+
+    doc_id: str
+    version: str
+    nodes: NodesInput
+    vectors: Vectors
+    title: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    doc_id: str
+    version: str
+    title: str
+    url: str
+    n_nodes: int
+    updated_at: str
 
 
 NODE_COLUMNS = "node_id, doc_id, parent_id, kind, ordinal, title, text, page, bbox, attachment, media_hash, length"

@@ -26,16 +26,8 @@ with the k=400 candidates a float rescoring needs took 0.24 s (under 1.5x faster
 approximate), chunk_size 256 or 4096 was slower than the default 1024, and L2 on the
 unit vectors only ~20% faster than cosine. So the store keeps exact float32 cosine search.
 
-At 100x the WattBot corpus exact search no longer fits 100 ms, so a store can instead be
-searched by `search = "binary"` (recorded in `meta`, chosen by the index config's
-`vector_search`): each searchable vector also gets a 1-bit-per-dimension sign code
-(`bits_<kind>`, written in the same transaction as the vector), all codes are held in
-memory as packed uint64 words (48 bytes per row at 384 dims: 38 MB for 800k rows), a query
-ranks every row by Hamming distance with numpy (XOR + popcount, no per-row SQLite cost), the
-best candidates (RESCORE_*) are re-ranked with their int8 copies (same table), and
-the best k + RESCORE_MARGIN of those get their exact float32 scores from vec0. Exact for
-what it returns, approximate in what it may miss: bench/scale.py measures recall@k against
-the exact search in the same run.
+At 100x the WattBot corpus a store can instead be searched by `search = "binary"`
+(sign_codes.py).
 """
 
 from __future__ import annotations
@@ -44,8 +36,6 @@ import functools
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Concatenate, ParamSpec, TypeVar, cast
@@ -55,12 +45,14 @@ import numpy as np
 import sqlite_vec
 
 from kohaku_rag.errors import IndexUnavailable, KohakuError
-from kohaku_rag.stores.sign_codes import Codes, as_words, quantised, sign_words
+from kohaku_rag.stores import store_checks
+from kohaku_rag.stores.sign_codes import Codes, binary_search, create_bits, load_codes
 from kohaku_rag.stores.store_files import (
     SCHEMA_VERSION,
     StoreHealth,
     apsw_reason,
     check_store,
+    create_tables,
     remove_store,
     replace_store,
     seal_store,
@@ -69,17 +61,19 @@ from kohaku_rag.stores.store_files import (
 )
 from kohaku_rag.stores.store_rows import (
     NODE_COLUMNS,
+    VEC_KINDS,
+    DocumentRow,
+    DocumentUpsert,
+    Hit,
     NodesInput,
-    VectorDigest,
     Vectors,
     bits_table,
     claim,
     kind_of,
-    node_rows,
     row_to_node,
     vec_table,
-    vector_items,
 )
+from kohaku_rag.stores.store_writes import delete_rows, insert_document
 from kohaku_rag.tree import Node, NodeKind
 
 __all__ = [
@@ -103,18 +97,8 @@ __all__ = [
     "stored_search_mode",
 ]
 
-VEC_KINDS: tuple[NodeKind, ...] = (NodeKind.SENTENCE, NodeKind.PARAGRAPH)
 MAX_K = 4096  # sqlite-vec refuses larger k
 SEARCH_MODES = ("exact", "binary")
-# "binary": how many Hamming-ranked candidates are re-ranked: RESCORE_FACTOR per requested
-# hit, at least RESCORE_MIN, and at least 1/RESCORE_FRACTION of the rows (more rows, more
-# near neighbours to tell apart: bench/scale.py at 100x WattBot, 479k rows, recall@10 vs
-# exact: 200 candidates 0.75, 2,000 0.97, 4,000 0.99).
-RESCORE_FACTOR = 20
-RESCORE_MIN = 200
-RESCORE_FRACTION = 200
-# ... and how many more than k of the int8-ranked ones get their exact float score.
-RESCORE_MARGIN = 8
 
 
 REBUILD = "`kohaku index` rebuilds the index from the lake's stored rows"
@@ -146,36 +130,6 @@ def _reads(method: Callable[Concatenate[VectorStore, P], R]) -> Callable[Concate
             return method(self, *args, **kwargs)
 
     return wrapper
-
-
-@dataclass(frozen=True)
-class Hit:
-    node_id: str
-    doc_id: str
-    kind: NodeKind
-    score: float  # cosine similarity, higher is closer
-
-
-@dataclass(frozen=True)
-class DocumentUpsert:
-    """Everything `apply_changes` needs to (re)write one document."""
-
-    doc_id: str
-    version: str
-    nodes: NodesInput
-    vectors: Vectors
-    title: str = ""
-    url: str = ""
-
-
-@dataclass(frozen=True)
-class DocumentRow:
-    doc_id: str
-    version: str
-    title: str
-    url: str
-    n_nodes: int
-    updated_at: str
 
 
 class VectorStore:
@@ -261,47 +215,23 @@ class VectorStore:
                     meta["model_id"] = model_id
                 self._conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", meta.items())
             self._check_meta(meta, model_id)
-            self._conn.execute(
-                """
-                CREATE TABLE IF NOT EXISTS documents(
-                    doc_id TEXT PRIMARY KEY, version TEXT NOT NULL, title TEXT NOT NULL,
-                    url TEXT NOT NULL, n_nodes INTEGER NOT NULL, updated_at TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS nodes(
-                    id INTEGER PRIMARY KEY, node_id TEXT NOT NULL UNIQUE, doc_id TEXT NOT NULL,
-                    parent_id TEXT, kind TEXT NOT NULL, ordinal INTEGER NOT NULL,
-                    title TEXT NOT NULL, text TEXT NOT NULL, page INTEGER, bbox TEXT,
-                    attachment TEXT NOT NULL, media_hash TEXT, length INTEGER NOT NULL);
-                CREATE INDEX IF NOT EXISTS nodes_by_doc ON nodes(doc_id);
-                CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent_id, ordinal);
-                CREATE TABLE IF NOT EXISTS node_vectors(
-                    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, doc_id TEXT NOT NULL,
-                    embedding BLOB NOT NULL);
-                CREATE INDEX IF NOT EXISTS node_vectors_by_kind ON node_vectors(kind, doc_id);
-                """
-            )
-            for kind in VEC_KINDS:
-                self._conn.execute(
-                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {vec_table(kind)} USING vec0("
-                    f"id INTEGER PRIMARY KEY, embedding float[{self.dim}] distance_metric=cosine, "
-                    "doc_id TEXT)"
-                )
+            create_tables(self._conn, self.dim)
 
     def _check_meta(self, meta: dict[str, str], model_id: str | None) -> None:
-        rebuild = "`kohaku index` rebuilds the index from the lake's stored rows"
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise IndexMismatchError(
                 f"{self.path}: index schema version {meta.get('schema_version')!r}, this code "
-                f"needs {SCHEMA_VERSION!r}; {rebuild}"
+                f"needs {SCHEMA_VERSION!r}; {REBUILD}"
             )
         if int(meta["dim"]) != self.dim:
             raise IndexMismatchError(
                 f"{self.path}: index holds {meta['dim']}-dimensional vectors but the embedder "
-                f"gives {self.dim} (embedder switched?); {rebuild}"
+                f"gives {self.dim} (embedder switched?); {REBUILD}"
             )
         stored_model = meta.get("model_id")
         if model_id is not None and stored_model is not None and stored_model != model_id:
             raise IndexMismatchError(
-                f"{self.path}: index was built with embedder {stored_model!r}, not {model_id!r}; {rebuild}"
+                f"{self.path}: index was built with embedder {stored_model!r}, not {model_id!r}; {REBUILD}"
             )
 
     def _init_search(self, search: str | None) -> None:
@@ -315,21 +245,8 @@ class VectorStore:
                 for kind in VEC_KINDS:
                     self._conn.execute(f"DROP TABLE IF EXISTS {bits_table(kind)}")
                     if wanted == "binary":
-                        self._create_bits(kind)
-                        rows = self._conn.execute(f"SELECT id, embedding FROM {vec_table(kind)}")
-                        self._conn.executemany(
-                            f"INSERT INTO {bits_table(kind)}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
-                            ((i, *quantised(np.frombuffer(v, np.float32))) for i, v in rows),
-                        )
+                        create_bits(self._conn, kind)
         self.search_mode = wanted
-
-    def _create_bits(self, kind: NodeKind) -> None:
-        # code: the sign bits; q8 + q8_scale: the vector as int8 (reading floats back out of
-        # vec0 costs 150-270 us per row, too slow for a few hundred candidates per query).
-        self._conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {bits_table(kind)}("
-            "id INTEGER PRIMARY KEY, code BLOB NOT NULL, q8 BLOB NOT NULL, q8_scale REAL NOT NULL)"
-        )
 
     @contextmanager
     def _write(self) -> Iterator[None]:
@@ -369,69 +286,21 @@ class VectorStore:
         Deleting an absent document is a no-op. A document may appear once at most.
         """
         digests: dict[str, str] = {}
+        binary = self.search_mode == "binary"
         self._codes.clear()
         self._attached.clear()
         with self._write():
             seen: set[str] = set()
             for doc_id in deletes:
                 claim(seen, doc_id)
-                self._delete_rows(doc_id)
+                delete_rows(self._conn, doc_id, binary=binary)
             for upsert in upserts:
                 claim(seen, upsert.doc_id)
-                self._delete_rows(upsert.doc_id)
-                digests[upsert.doc_id] = self._insert(upsert)
+                delete_rows(self._conn, upsert.doc_id, binary=self.search_mode == "binary")
+                digests[upsert.doc_id] = insert_document(
+                    self._conn, upsert, self.dim, binary=self.search_mode == "binary"
+                )
         return digests
-
-    def _delete_rows(self, doc_id: str) -> None:
-        for kind in VEC_KINDS:
-            ids = self._conn.execute(
-                "SELECT id FROM nodes WHERE doc_id = ? AND kind = ?", (doc_id, str(kind))
-            ).fetchall()
-            # Point deletes by rowid: a `WHERE doc_id = ?` on vec0 would scan the whole table.
-            self._conn.executemany(f"DELETE FROM {vec_table(kind)} WHERE id = ?", ids)
-            if self.search_mode == "binary":
-                self._conn.executemany(f"DELETE FROM {bits_table(kind)} WHERE id = ?", ids)
-        self._conn.execute("DELETE FROM node_vectors WHERE doc_id = ?", (doc_id,))
-        self._conn.execute("DELETE FROM nodes WHERE doc_id = ?", (doc_id,))
-        self._conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
-
-    def _insert(self, up: DocumentUpsert) -> str:
-        rows = node_rows(up.doc_id, up.nodes)
-        try:
-            self._conn.executemany(
-                f"INSERT INTO nodes({NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-            )
-        except apsw.ConstraintError as exc:
-            raise ValueError(f"document {up.doc_id!r}: a node id is already used by another document ({exc})") from exc
-        ids = dict(self._conn.execute("SELECT node_id, id FROM nodes WHERE doc_id = ?", (up.doc_id,)))
-        kinds = {r[0]: r[3] for r in rows}
-        by_kind: dict[str, list[tuple[int, bytes, str]]] = {}
-        digest = VectorDigest()
-        for node_id, vec in vector_items(up.doc_id, up.vectors, self.dim):
-            if node_id not in ids:
-                raise ValueError(f"document {up.doc_id!r}: vector for unknown node {node_id!r}")
-            by_kind.setdefault(str(kinds[node_id]), []).append((ids[node_id], vec.tobytes(), up.doc_id))
-            digest.add(node_id, vec.tobytes())
-        for kind, items in by_kind.items():
-            if kind in VEC_KINDS:
-                self._conn.executemany(
-                    f"INSERT INTO {vec_table(NodeKind(kind))}(id, embedding, doc_id) VALUES (?, ?, ?)", items
-                )
-                if self.search_mode == "binary":
-                    self._conn.executemany(
-                        f"INSERT INTO {bits_table(NodeKind(kind))}(id, code, q8, q8_scale) VALUES (?, ?, ?, ?)",
-                        [(i, *quantised(np.frombuffer(blob, np.float32))) for i, blob, _d in items],
-                    )
-            else:
-                self._conn.executemany(
-                    "INSERT INTO node_vectors(id, kind, doc_id, embedding) VALUES (?, ?, ?, ?)",
-                    [(i, kind, d, blob) for i, blob, d in items],
-                )
-        self._conn.execute(
-            "INSERT INTO documents(doc_id, version, title, url, n_nodes, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (up.doc_id, up.version, up.title, up.url, len(rows), datetime.now(UTC).isoformat()),
-        )
-        return digest.hexdigest()
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -439,49 +308,25 @@ class VectorStore:
         return {str(d): str(v) for d, v in self._conn.execute("SELECT doc_id, version FROM documents").fetchall()}
 
     def document_counts(self) -> dict[str, dict[str, int]]:
-        """document -> table -> rows: its nodes, its vectors per searchable kind, its other
-        vectors (what a published generation records, and opening it checks)."""
-        counts: dict[str, dict[str, int]] = {}
-        queries = [("nodes", "SELECT doc_id, count(*) FROM nodes GROUP BY doc_id")]
-        queries += [(k.value, f"SELECT doc_id, count(*) FROM {vec_table(k)} GROUP BY doc_id") for k in VEC_KINDS]
-        queries.append(("other", "SELECT doc_id, count(*) FROM node_vectors GROUP BY doc_id"))
+        """document -> table -> rows (what a published generation records per document)."""
         with self._reading():
-            for table, sql in queries:
-                for doc_id, n in self._conn.execute(sql):
-                    counts.setdefault(str(doc_id), {})[table] = int(cast(int, n))
-        return counts
+            return store_checks.document_counts(self._conn)
 
     def table_totals(self) -> dict[str, int]:
         """table -> rows, counted without reading a vector (checked on every open)."""
         with self._reading():
-            (nodes,) = self._conn.execute("SELECT count(*) FROM nodes").fetchall()[0]
-            (other,) = self._conn.execute("SELECT count(*) FROM node_vectors").fetchall()[0]
-            totals = {"nodes": int(cast(int, nodes)), "other": int(cast(int, other))}
-            for kind in VEC_KINDS:
-                totals[kind.value] = self.count(kind)
-        return totals
+            return store_checks.table_totals(self._conn)
 
     def vector_digests(self) -> dict[str, str]:
-        """document -> digest of its stored vectors, read back from every table (slow: for
-        `kohaku doctor`; the writer gets the same digests from `apply_changes`)."""
-        digests: dict[str, VectorDigest] = {}
+        """document -> digest of its stored vectors (slow: for `kohaku doctor`; the writer
+        gets the same digests from `apply_changes`)."""
         with self._reading():
-            names = {
-                int(cast(int, i)): (str(n), str(d))
-                for i, n, d in self._conn.execute("SELECT id, node_id, doc_id FROM nodes")
-            }
-            tables = [f"SELECT id, embedding FROM {vec_table(k)}" for k in VEC_KINDS]
-            for sql in (*tables, "SELECT id, embedding FROM node_vectors"):
-                for rowid, blob in self._conn.execute(sql):
-                    node_id, doc_id = names.get(int(cast(int, rowid)), (f"#{rowid}", "(no node)"))
-                    digests.setdefault(doc_id, VectorDigest()).add(node_id, cast(bytes, blob))
-        return {d: v.hexdigest() for d, v in digests.items()}
+            return store_checks.vector_digests(self._conn)
 
     def quick_check(self) -> str | None:
         """SQLite's `PRAGMA quick_check` (None: ok)."""
         with self._reading():
-            rows = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check").fetchall()]
-        return None if rows == ["ok"] else "; ".join(rows[:3])
+            return store_checks.quick_check(self._conn)
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
@@ -520,7 +365,11 @@ class VectorStore:
         hits: list[Hit] = []
         for kind in dict.fromkeys(kind_of(x) for x in kinds):
             if kind in VEC_KINDS and self.search_mode == "binary":
-                hits.extend(self._search_binary(kind, query, k, doc_ids))
+                self._check_version()
+                if kind not in self._codes:
+                    self._codes[kind] = load_codes(self._conn, kind)
+                found = binary_search(self._conn, self._codes[kind], kind, query, k, doc_ids)
+                hits.extend(Hit(node_id, doc_id, kind, score) for node_id, doc_id, score in found)
             elif kind in VEC_KINDS:
                 hits.extend(self._search_vec(kind, query, k, docs_json))
             else:
@@ -548,54 +397,6 @@ class VectorStore:
             params,
         )
         return [Hit(node_id, doc_id, kind, 1.0 - distance) for node_id, doc_id, distance in rows]
-
-    def _search_binary(self, kind: NodeKind, query: np.ndarray, k: int, doc_ids: Collection[str] | None) -> list[Hit]:
-        """Hamming ranking of the in-memory sign codes, int8 re-ranking of the best
-        candidates, exact cosine of the best k + RESCORE_MARGIN of those."""
-        codes = self._codes_of(kind)
-        if not len(codes.ids):
-            return []
-        distance = np.bitwise_count(codes.words ^ sign_words(query)).sum(axis=1, dtype=np.int32)
-        if doc_ids is not None:
-            wanted = np.isin(codes.doc_names, np.array(sorted(doc_ids), dtype=codes.doc_names.dtype))
-            distance = np.where(wanted[codes.doc_index], distance, np.iinfo(np.int32).max)
-            allowed = int(wanted[codes.doc_index].sum())
-        else:
-            allowed = len(distance)
-        n = min(allowed, max(RESCORE_FACTOR * k, RESCORE_MIN, len(codes.ids) // RESCORE_FRACTION))
-        if n == 0:
-            return []
-        candidates = codes.ids[np.argpartition(distance, n - 1)[:n]] if n < len(distance) else codes.ids
-        rows = self._conn.execute(
-            f"SELECT b.id, b.q8, b.q8_scale FROM json_each(?) j JOIN {bits_table(kind)} b ON b.id = j.value",
-            (json.dumps(candidates.tolist()),),
-        ).fetchall()
-        q8 = np.frombuffer(b"".join(cast(bytes, r[1]) for r in rows), dtype=np.int8).reshape(len(rows), self.dim)
-        approx = (q8.astype(np.float32) @ query) * np.array([r[2] for r in rows], dtype=np.float32)
-        # The int8 ranking picks a few more than k; their exact float scores decide.
-        best = [int(rows[i][0]) for i in np.argsort(-approx, kind="stable")[: k + RESCORE_MARGIN]]
-        exact = self._conn.execute(
-            f"""SELECT n.node_id, n.doc_id, v.embedding FROM json_each(?) j
-                JOIN {vec_table(kind)} v ON v.id = j.value JOIN nodes n ON n.id = j.value""",
-            (json.dumps(best),),
-        ).fetchall()
-        matrix = np.frombuffer(b"".join(cast(bytes, r[2]) for r in exact), dtype=np.float32).reshape(-1, self.dim)
-        scores = matrix @ query
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [Hit(exact[i][0], exact[i][1], kind, float(scores[i])) for i in top]
-
-    def _codes_of(self, kind: NodeKind) -> Codes:
-        """The kind's codes in memory, reloaded when any connection changed the file."""
-        self._check_version()
-        if kind not in self._codes:
-            rows = self._conn.execute(
-                f"SELECT b.id, n.doc_id, b.code FROM {bits_table(kind)} b JOIN nodes n ON n.id = b.id ORDER BY b.id"
-            ).fetchall()
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            doc_names, doc_index = np.unique(np.array([r[1] for r in rows], dtype=str), return_inverse=True)
-            raw = np.frombuffer(b"".join(cast(bytes, r[2]) for r in rows), dtype=np.uint8)
-            self._codes[kind] = Codes(ids, doc_names, doc_index, as_words(raw.reshape(len(rows), -1)))
-        return self._codes[kind]
 
     @_reads
     def search_attached(self, query_vec: np.ndarray, attachment: str, k: int) -> list[Hit]:
@@ -678,11 +479,4 @@ class VectorStore:
 
     def count(self, kind: str) -> int:
         """Number of stored vectors of `kind`."""
-        node_kind = kind_of(kind)
-        if node_kind in VEC_KINDS:
-            # vec0's rowid map counts rows without reading vectors.
-            sql, params = f"SELECT count(*) FROM {vec_table(node_kind)}_rowids", tuple[str, ...]()
-        else:
-            sql, params = "SELECT count(*) FROM node_vectors WHERE kind = ?", (str(node_kind),)
-        (count,) = self._conn.execute(sql, params).fetchall()[0]
-        return int(cast(int, count))
+        return store_checks.count_vectors(self._conn, kind_of(kind))
