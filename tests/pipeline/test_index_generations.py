@@ -189,3 +189,18 @@ def test_doctor_says_a_missing_bm25_index_is_missing(env, capsys):
     assert _cli(settings, "doctor") == 1
     out = capsys.readouterr().out
     assert f"{path.name} is missing" in out and "differs from the stored rows" not in out
+
+
+def test_an_unreadable_manifest_is_refused_then_rebuilt(env, capsys):
+    settings, config = env
+    assert _cli(settings, "index") == 0
+    clean = _results(settings, config, capsys)
+    settings.lake.manifest_path.write_text('{"format_version": 1, "generation": ')
+    capsys.readouterr()
+    assert _cli(settings, "search", QUESTIONS[0]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.json" in err and "kohaku index" in err and "Traceback" not in err
+    assert _cli(settings, "index") == 0
+    assert _results(settings, config, capsys) == clean
+    on_disk = {p.name for p in settings.lake.index_dir.iterdir() if not p.name.startswith(".")}
+    assert len(on_disk) == 5  # the manifest and the four files it names: the old ones are gone
