@@ -33,8 +33,8 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.expansions import EXTRACTOR_VERSION
 from kohaku_rag.indexing.index_config import record_index_config
 from kohaku_rag.models import ModelPool
-from kohaku_rag.retrieval.retriever import open_vector_store
-from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION, BM25Index
+from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION
+from kohaku_rag.stores.manifest import IndexPart
 from kohaku_rag.stores.vectors import SCHEMA_VERSION
 
 
@@ -67,7 +67,7 @@ DOCUMENTS_SCHEMA = TableSchema(
         TableColumn("document", "string"),
         TableColumn("nodes", "int"),
         TableColumn("bar", "string", description="nodes relative to the largest document"),
-        TableColumn("updated", "string", description="when the document was upserted (UTC)"),
+        TableColumn("updated", "string", description="upserted by this run, or kept from the last generation"),
     ]
 )
 
@@ -127,10 +127,13 @@ def vector_index(
     embedder = models.embedder(cfg.embedder, lake)
     registered = _registered(context)
     stats = assembly.assemble_vector_index(lake, registered, embedder.dim, embedder.model_id)
-    with open_vector_store(lake, embedder) as store:
-        counts = {kind: store.count(kind) for kind in ("sentence", "paragraph")}
-        per_doc = [(d.doc_id, d.n_nodes, d.updated_at[:19]) for d in store.documents()]
-        version = held_version(store.document_versions())
+    # What this step built (staged: published with the other parts when they agree).
+    part = stats.part or IndexPart({}, {})
+    counts = {kind: part.total(kind) for kind in ("sentence", "paragraph")}
+    upserted = set(stats.upserted)
+    per_doc = [(d, c.get("nodes", 0), "this run" if d in upserted else "kept") for d, c in sorted(part.counts.items())]
+    version = held_version(dict(part.rows_versions))
+    vectors_file = part.files.get("vectors")
     # Every document's stored vectors must have the dimension the index is queried with.
     dims = {d: ix.stored_dim(lake, d) for d in registered}
     wrong = {d: n for d, n in dims.items() if n is not None and n != embedder.dim}
@@ -144,7 +147,8 @@ def vector_index(
             "rebuilt": stats.rebuilt,
             **{f"vectors/{k}": v for k, v in counts.items()},
             "seconds": round(time.perf_counter() - started, 3),
-            "path": MetadataValue.path(str(lake.vectors_path)),
+            "path": MetadataValue.path(str(lake.index_dir / vectors_file.name if vectors_file else lake.vectors_path)),
+            "published": stats.published,
             "per_document": documents_table(per_doc),
             "index_version": version.value,
         },
@@ -179,8 +183,9 @@ def bm25_index(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
             "tokenized_documents": len(stats.tokenized),
             "seconds": round(time.perf_counter() - started, 3),
             "path": MetadataValue.path(str(settings.lake.bm25_path)),
+            "published": stats.published,
         },
-        data_version=held_version(BM25Index.saved_versions(settings.lake.bm25_path) or {}),
+        data_version=held_version(stats.versions),
     )
 
 

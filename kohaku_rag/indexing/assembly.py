@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +46,8 @@ class AssemblyStats:
     unchanged: int
     documents: int
     rebuilt: str = ""  # why the store was rebuilt from every document's rows ("" when updated)
+    part: IndexPart | None = None  # the part staged (or the live one, unchanged); None: no documents yet
+    published: bool = False  # whether a new generation was published by this step
 
 
 def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id: str) -> AssemblyStats:
@@ -67,8 +69,9 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
         deletes = sorted(set(base.rows_versions) - set(wanted))
         changed = sorted(d for d, v in wanted.items() if base.rows_versions.get(d) != v)
         if not problem and not deletes and not changed and base.record.get("search") == search:
-            publish_staged(lake.index_dir)  # parts an earlier step staged may wait for nothing else
-            return AssemblyStats([], [], len(wanted), len(wanted))
+            now = publish_staged(lake.index_dir)  # parts staged earlier may wait for nothing else
+            new = now is not None and now != manifest
+            return AssemblyStats([], [], len(wanted), len(wanted), part=base, published=new)
         target = new_file(lake.index_dir, "vectors", ".sqlite")
         try:
             if not problem:
@@ -84,9 +87,10 @@ def assemble_vector_index(lake: Lake, doc_ids: Iterable[str], dim: int, model_id
         record = {"search": search, "dim": str(dim), "model_id": model_id}
         part = IndexPart({"vectors": describe_file(target)}, wanted, counts, {**kept, **digests}, record)
         stage(lake.index_dir, "vectors", part)
-        publish_staged(lake.index_dir)
+        published = publish_staged(lake.index_dir) is not None
         rebuilt = problem if problem and live is not None else ""
-        return AssemblyStats(changed, deletes, len(wanted) - len(changed), len(wanted), rebuilt=rebuilt or "")
+        unchanged = len(wanted) - len(changed)
+        return AssemblyStats(changed, deletes, unchanged, len(wanted), rebuilt or "", part, published)
 
 
 def _mismatch(lake: Lake, live: IndexPart, dim: int, model_id: str) -> str | None:
@@ -127,6 +131,8 @@ def _row_vectors(table: pa.Table) -> tuple[list[str], np.ndarray]:
 class BM25Stats:
     paragraphs: int
     tokenized: list[str]  # documents whose paragraphs were tokenized (the rest came from the cache)
+    versions: dict[str, str] = field(default_factory=dict)  # document -> its version in this BM25
+    published: bool = False  # whether a new generation was published by this step
 
 
 _TOKENS_SCHEMA = pa.schema([("node_id", pa.string()), ("doc_id", pa.string()), ("tokens", pa.list_(pa.string()))])
@@ -153,8 +159,8 @@ def assemble_bm25(lake: Lake, doc_ids: Iterable[str]) -> BM25Stats:
         BM25Index.build(rows).save(target, {d: _bm25_version(v) for d, v in wanted.items()})
         record = {"tokenizer": TOKENIZER_VERSION, "format": str(FORMAT_VERSION)}
         stage(lake.index_dir, "bm25", IndexPart({"bm25": describe_file(target)}, wanted, counts, record=record))
-        publish_staged(lake.index_dir)
-    return BM25Stats(len(rows), tokenized)
+        published = publish_staged(lake.index_dir) is not None
+    return BM25Stats(len(rows), tokenized, {d: _bm25_version(v) for d, v in wanted.items()}, published)
 
 
 def _bm25_version(rows_version: str) -> str:
