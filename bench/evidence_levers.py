@@ -41,8 +41,9 @@ from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.retrieval.context import ContextItem  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
-from kohaku_rag.retrieval.retriever import ContextItem, Retriever, open_retriever  # noqa: E402
+from kohaku_rag.retrieval.retriever import Retriever, open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (2000, 4000, 8000)  # 2,000: evidence per character, where windows should show

@@ -50,7 +50,7 @@ from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, is_stored, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.progress import Ticker
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 Progress = Callable[[str], None]
 

@@ -8,7 +8,8 @@ from kohaku_rag.answering.answer import answer_question, cite_source
 from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
-from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
+from kohaku_rag.retrieval.context import ContextItem
+from kohaku_rag.retrieval.retriever import open_retriever
 
 
 def item(doc: str, text: str) -> ContextItem:

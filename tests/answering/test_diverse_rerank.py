@@ -28,9 +28,10 @@ from kohaku_rag.lake import Lake
 from kohaku_rag.llm import CachedChat
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
+from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
+from kohaku_rag.retrieval.retriever import open_retriever
 
 FIRST, SECOND = ["power draw watts"], ["cooling water liters"]
 

@@ -401,7 +401,7 @@ def test_snippets_can_be_headed_by_document_and_section(env):
     import dataclasses
 
     from kohaku_rag.answering.answer import build_messages
-    from kohaku_rag.retrieval.retriever import ContextItem, section_heading
+    from kohaku_rag.retrieval.context import ContextItem, section_heading
     from kohaku_rag.tree import Node, NodeKind
 
     settings, _server, _questions = env
@@ -458,7 +458,7 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
 
     from PIL import Image
 
-    from kohaku_rag.retrieval.retriever import ContextItem
+    from kohaku_rag.retrieval.context import ContextItem
 
     settings, server, questions = env
     cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False}, generation={"img_k": 1})
@@ -494,7 +494,7 @@ def test_true_false_replies_quote_a_context_sentence_first():
 
     from kohaku_rag.answering.answer import answer_request, evidence_sentences
     from kohaku_rag.answering.qa_config import GenerationPart
-    from kohaku_rag.retrieval.retriever import ContextItem
+    from kohaku_rag.retrieval.context import ContextItem
 
     text = 'The report says "no reporting of inference energy" is required. Short one. The A100 drew 400 W in training.'
     items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]

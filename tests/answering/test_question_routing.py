@@ -18,8 +18,8 @@ from kohaku_rag.answering.question_types import ROUTES, detect_type, route_for, 
 from kohaku_rag.answering.stages import BLANK_RULE, RELAXED_RULE, STRICT_RULE
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
+from kohaku_rag.retrieval.context import ContextItem, pack
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem, pack
 
 # Made-up questions, one per type (none is a WattBot question).
 EXAMPLES = {
