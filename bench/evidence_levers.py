@@ -31,7 +31,8 @@ from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.compute import Working  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config  # noqa: E402
+from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
+from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.evaluation.records import Answer  # noqa: E402
 from kohaku_rag.evaluation.score import score_predictions  # noqa: E402

@@ -62,7 +62,8 @@ from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
 from kohaku_assets.resources import PROCESS_MODELS, REPO_ROOT, KohakuSettings
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_files, config_of, configs_dir, spec_of
-from kohaku_rag.answering.qa_config import QAConfig, dump_toml
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_toml
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import steps as ix

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from kohaku_rag.answering.answer import Prediction, answer_question
 from kohaku_rag.answering.config_folder import config_of
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.errors import BackendError
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig, resolve_index_config

@@ -21,7 +21,8 @@ from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files
 from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.metrics import ScoredRow, summarise
 from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer

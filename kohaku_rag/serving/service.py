@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 
 import kohaku_rag as kr
 from kohaku_rag.answering.config_folder import config_files, configs_dir
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
 from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.lake import Lake, check_key

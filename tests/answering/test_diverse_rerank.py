@@ -19,7 +19,8 @@ from rerank_server import RerankServer
 import kohaku_rag as kr
 from kohaku_assets.runner import run_config
 from kohaku_rag.answering.diverse_rerank import diverse_order, interleave, reranker_for
-from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.answering.stages import STRICT_RULE
 from kohaku_rag.answering.store import compute_retrievals
 from kohaku_rag.evaluation.records import Question

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from kohaku_rag.answering.answer import with_confidence
-from kohaku_rag.answering.qa_config import QAConfig, dump_json, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_json, dump_toml, load_qa_config
 from kohaku_rag.evaluation.records import Answer
 from kohaku_rag.llm import ChatResult, LLMSpec
 

@@ -20,7 +20,8 @@ from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_question, parse_reply
 from kohaku_rag.answering.planner import parse_plan, plan_queries
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
@@ -365,7 +366,8 @@ def test_context_overflow_shrinks_the_context(env):
 
 def test_config_files_and_part_hashes(tmp_path):
     from kohaku_rag.answering.config_folder import config_files, load_configs
-    from kohaku_rag.answering.qa_config import QAConfig, dump_toml
+    from kohaku_rag.answering.qa_config import QAConfig
+    from kohaku_rag.answering.qa_config_file import dump_toml
 
     (tmp_path / "base.toml").write_text(dump_toml(QAConfig(questions="q.csv")))
     (tmp_path / "hot.toml").write_text(

@@ -162,7 +162,7 @@ def test_lever_keys_are_validated_and_leave_the_default_hash_alone() -> None:
 
 
 def test_config_file_reads_the_lever_keys(tmp_path: Path) -> None:
-    from kohaku_rag.answering.qa_config import load_qa_config
+    from kohaku_rag.answering.qa_config_file import load_qa_config
 
     path = tmp_path / "c.toml"
     path.write_text('config_version = 2\n[retrieval]\npack = "windows"\nfield_weight = 0.3\nrm3_terms = 10\n')

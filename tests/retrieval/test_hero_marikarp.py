@@ -160,7 +160,7 @@ def test_hosted_reranker_reorders_the_fused_top_n(retriever: Retriever) -> None:
 def test_config_keys_are_validated_and_round_trip() -> None:
     import tomllib
 
-    from kohaku_rag.answering.qa_config import dump_toml, qa_config_from_mapping
+    from kohaku_rag.answering.qa_config_file import dump_toml, qa_config_from_mapping
     from kohaku_rag.config_files import ConfigKeyError
 
     with pytest.raises(ConfigKeyError, match='retrieval.fusion: "zip" is not one of the allowed values'):
