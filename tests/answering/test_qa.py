@@ -15,7 +15,8 @@ from qa_server import response_schema as _schema
 from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble
+from kohaku_assets.instance import instance_for
+from kohaku_assets.runner import resources_for, run_config, run_ensemble
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_question, parse_reply
