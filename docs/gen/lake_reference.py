@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kohaku_assets.definitions import defs
+from kohaku_assets.resources import REPO_ROOT
 from kohaku_rag.answering import store
 from kohaku_rag.answering.config_folder import configs_dir, ensembles_dir
 from kohaku_rag.experiments.report import report_dir
@@ -70,7 +71,8 @@ def assets() -> list[tuple[str, str, str, str, str]]:
     out = []
     for spec in sorted(defs.resolve_all_asset_specs(), key=lambda s: (s.group_name or "", s.key.to_user_string())):
         partitions = getattr(spec.partitions_def, "name", None) or ("" if spec.partitions_def is None else "yes")
-        description = " ".join((spec.description or "").split())
+        # Descriptions name the lake's path on this machine; the page shows it relative.
+        description = " ".join((spec.description or "").split()).replace(f"{REPO_ROOT}/", "")
         out.append(
             (spec.key.to_user_string(), spec.group_name or "", partitions, ", ".join(sorted(spec.kinds)), description)
         )
