@@ -74,9 +74,8 @@ def page() -> str:
         "# CLI reference",
         "",
         "Generated from the `kohaku` command's argparse parsers (`kohaku_assets/cli/`); "
-        "`kohaku COMMAND --help` prints the same. Every command that takes `--lake`, `--corpus` "
-        "and `--index-config` also reads `$KOHAKU_LAKE`, `$KOHAKU_CORPUS` and "
-        "`$KOHAKU_INDEX_CONFIG` for their defaults.",
+        "`kohaku COMMAND --help` prints the same. `--lake` and `--corpus` take their defaults from "
+        "`$KOHAKU_LAKE` and `$KOHAKU_CORPUS` when set (shown here as the checkout's `data_lake/`).",
         "",
         "```",
         " ".join(parser.format_usage().split()),
