@@ -23,7 +23,7 @@ from dagster import (
     sensor,
 )
 
-from kohaku_assets.assets.serving import day_metadata
+from kohaku_assets.assets.serving import day_metadata, feedback_metadata
 from kohaku_assets.dagster_private import RUN_KEY_TAG, UnresolvedAssetJobDefinition
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
 from kohaku_assets.partitions import (
@@ -49,6 +49,7 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.lake import Lake
+from kohaku_rag.serving.feedback import FEEDBACK, feedback_path, feedback_set_path
 from kohaku_rag.serving.served import SERVED, day_path
 
 # ── the corpus ─────────────────────────────────────────────────────────────
@@ -394,4 +395,34 @@ def served_answers_sensor(context: SensorEvaluationContext, settings: KohakuSett
     )
 
 
-SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor, sweeps_sensor, served_answers_sensor]
+def feedback_version(lake: Lake) -> str:
+    path = feedback_path(lake)
+    if not path.exists():
+        return ""
+    stat = path.stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+@sensor(
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Records `served_feedback` (the verdicts users gave on served answers and the `feedback` question "
+    "set the server rebuilt from them) as a materialization when users said something new (no run is launched).",
+)
+def served_feedback_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
+    version = feedback_version(settings.lake)
+    if not version or version == context.cursor:
+        return SkipReason("no new feedback since the last tick")
+    metadata = feedback_metadata(settings, feedback_set_path(settings.lake))
+    context.log.info(f"recorded {metadata['verdicts']} verdict(s), {metadata['waiting_for_review']} waiting for review")
+    return SensorResult(asset_events=[AssetMaterialization(asset_key=FEEDBACK, metadata=metadata)], cursor=version)
+
+
+SENSORS = [
+    corpus_sensor,
+    configs_sensor,
+    ensemble_specs_sensor,
+    sweeps_sensor,
+    served_answers_sensor,
+    served_feedback_sensor,
+]

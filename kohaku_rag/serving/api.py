@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
@@ -14,6 +15,7 @@ from starlette.routing import Route
 from kohaku_rag.answering.followup import Turn
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
 from kohaku_rag.serving.jobs import AnswerJobs, Job
 from kohaku_rag.serving.service import AnswerService
 from kohaku_rag.serving.sse import event
@@ -162,6 +164,56 @@ async def answer(request: Request) -> Response:
     return JSONResponse(job.status(), status_code=202)
 
 
+FEEDBACK_LIMITS = {"correct_value": 200, "correct_unit": 100, "correct_ref": 200, "comment": 2000}
+
+
+async def feedback(request: Request) -> Response:
+    """A verdict on an answer: `{answer_id, verdict: "right" | "wrong", correct_value?,
+    correct_unit?, correct_ref?, comment?}`. Kept in served_feedback; the `feedback` question
+    set (qa/question_sets/feedback.csv) is rebuilt from it, its new row waiting for review."""
+    jobs = jobs_of(request)
+    service = jobs.service
+    body = await read_json(request)
+    answer_id = optional_str(body, "answer_id") or ""
+    job = jobs.get(answer_id)
+    response = job.answered.response if job is not None and job.answered is not None else None
+    if response is None:
+        response = await anyio.to_thread.run_sync(lambda: service.served_answer(answer_id))
+    if response is None:
+        raise ApiError(404, f"answer_id: no answer {answer_id[:40]!r} to give feedback on")
+    verdict = body.get("verdict")
+    if verdict not in VERDICTS:
+        raise ApiError(400, 'verdict: give "right" or "wrong"')
+    fields: dict[str, str | None] = {}
+    for key, limit in FEEDBACK_LIMITS.items():
+        value = (optional_str(body, key) or "").strip()
+        if len(value) > limit:
+            raise ApiError(400, f"{key}: at most {limit} characters")
+        fields[key] = value or None
+    if fields["correct_ref"] and fields["correct_ref"] not in service.documents.ids():
+        raise ApiError(400, f"correct_ref: no document {fields['correct_ref']!r} in the lake (GET /api/documents)")
+    row = {
+        "time": datetime.now(UTC),
+        "answer_id": answer_id,
+        "question": response["question"],
+        "config": response["config"],
+        "served_answer": response["answer"],
+        "served_value": response["value"],
+        "served_unit": response["unit"],
+        "served_refs": list(response["refs"]),
+        "verdict": verdict,
+        **fields,
+    }
+    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row))
+    return JSONResponse(
+        {
+            "kept": True,
+            "question_id": question_id(response["question"]),
+            "question_set": service.lake_relative(str(path)),
+        }
+    )
+
+
 async def documents(request: Request) -> Response:
     docs = service_of(request).documents
     out = []
@@ -219,6 +271,7 @@ ROUTES = [
     Route("/api/search", search, methods=["POST"]),
     Route("/api/ask", ask, methods=["POST"]),
     Route("/api/answers/{answer_id}", answer, methods=["GET"]),
+    Route("/api/feedback", feedback, methods=["POST"]),
     Route("/api/documents", documents, methods=["GET"]),
     Route("/api/documents/{doc_id}", document, methods=["GET"]),
     Route("/api/documents/{doc_id}/pages/{page}.png", page_png, methods=["GET"]),

@@ -142,6 +142,22 @@ SCHEMA: dict[str, Any] = {
                 parameters=[{"name": "answer_id", "in": "path", "required": True, "schema": STR}],
             )
         },
+        "/api/feedback": {
+            "post": _op(
+                "A verdict on an answer (right, or wrong with an optional correction); kept in served_feedback "
+                "and added to the feedback question set for review",
+                _json(_obj(["kept", "question_id", "question_set"], kept=BOOL, question_id=STR, question_set=STR)),
+                _obj(
+                    ["answer_id", "verdict"],
+                    answer_id=STR,
+                    verdict={"type": "string", "enum": ["right", "wrong"]},
+                    correct_value=STR,
+                    correct_unit=STR,
+                    correct_ref=STR,
+                    comment=STR,
+                ),
+            )
+        },
         "/api/documents": {
             "get": _op(
                 "The indexed documents", _json(_obj(["documents"], documents={"type": "array", "items": DOCUMENT}))
