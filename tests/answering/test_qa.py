@@ -3,7 +3,10 @@ retries — through real Dagster materializations and a real OpenAI-compatible s
 
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -96,6 +99,18 @@ def test_new_config_is_the_only_one_computed(env):
         f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config"
     ).fetchall()
     assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
+    # The leaderboard command the WattBot how-to gives (docs/how-to/wattbot-2025.md) runs as
+    # written on this lake. Failed before issue 36: the README's was `duckdb -c`, not installed.
+    howto = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "wattbot-2025.md").read_text()
+    (command,) = [line for line in howto.splitlines() if "leaderboard.parquet" in line and "duckdb" in line]
+    folder = settings.lake.root.parent / "howto"
+    folder.mkdir()
+    (folder / "data_lake").symlink_to(settings.lake.root)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    shown = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"│ a\s+│ config", shown.stdout) and re.search(r"│ b\s+│ config", shown.stdout), shown.stdout
     # `kohaku eval`'s runs are the location's jobs, per config partition, as the UI lists them.
     qa_runs = [r for r in instance.get_runs() if r.job_name != "index_document" and r.job_name != "assemble_indexes"]
     assert sorted((r.job_name, r.tags.get("dagster/partition", "")) for r in qa_runs) == [
