@@ -40,7 +40,7 @@ from kohaku_assets.partitions import (
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
-from kohaku_rag.answering.qa_config import dump_json, load_qa_config
+from kohaku_rag.answering.qa_config_file import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.experiments.cost import estimate

@@ -37,7 +37,9 @@ from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.leaderboard import ref_urls_for
-from kohaku_rag.answering.qa_config import CONFIG_VERSION, QAConfig
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import CONFIG_VERSION
+from kohaku_rag.answering.scoring import per_type_accuracy, score_answers, worst_table
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
 from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
@@ -333,7 +335,7 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     questions = load_questions(cfg.questions)
     metric = cfg.scoring.metric
     answers = st.read_answers(st.ensemble_path(lake, keys.ensemble))
-    scored = st.score_answers(questions, answers, st.corpus_ids(lake), metric)
+    scored = score_answers(questions, answers, st.corpus_ids(lake), metric)
     path = st.score_path(lake, st.score_key(keys.ensemble, metric))
     if scored is None:
         write_parquet_atomic(pa.table({"id": pa.array([], pa.string())}), path)
@@ -359,9 +361,9 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
             "false_answer_rate": report.false_answer_rate if report.false_answer_rate is not None else "n/a",
             "per_flag": MetadataValue.json({k: v.as_dict() for k, v in report.per_flag.items()}),
             "questions": len(rows),
-            "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
+            "per_type_accuracy": MetadataValue.json(per_type_accuracy(rows)),
             "errors": MetadataValue.json(report.error_counts()),
-            "worst": MetadataValue.md(st.worst_table(rows)),
+            "worst": MetadataValue.md(worst_table(rows)),
             "path": MetadataValue.path(str(path)),
         },
         data_version=DataVersion(f"{st.score_key(keys.ensemble, metric)}:{report.final:.6f}"),

@@ -30,6 +30,7 @@ from kohaku_rag.answering.config_folder import (
 )
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.scoring import score_answers
 from kohaku_rag.api import Rag
 from kohaku_rag.evaluation.metrics import METRICS
 from kohaku_rag.evaluation.records import Answer, Question
@@ -85,7 +86,7 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
     write_submission_csv(out, questions, answers, ref_urls_for(settings.corpus, answers))
     say(f"wrote {out}")
     metric = args.metric or _metric_of(settings, name)
-    scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake), metric)
+    scored = score_answers(questions, answers, st.corpus_ids(settings.lake), metric)
     summary: dict[str, object] = {
         "config": name,
         "run": args.run,

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 
 from kohaku_rag.answering.ensemble_spec import EnsembleSpec, dump_spec, load_ensemble_spec
-from kohaku_rag.answering.qa_config import QAConfig, dump_json, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_json, dump_toml, load_qa_config
 from kohaku_rag.config_files import named_files
 from kohaku_rag.lake import Lake, check_key
 

@@ -24,14 +24,15 @@ import pyarrow.parquet as pq
 import kohaku_rag as kr
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.followup import Turn, standalone_question
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
 from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
 from kohaku_rag.models import ModelPool
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate

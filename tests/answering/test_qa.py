@@ -15,12 +15,14 @@ from qa_server import response_schema as _schema
 from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble
+from kohaku_assets.instance import instance_for
+from kohaku_assets.runner import resources_for, run_config, run_ensemble
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_question, parse_reply
 from kohaku_rag.answering.planner import parse_plan, plan_queries
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
@@ -365,7 +367,8 @@ def test_context_overflow_shrinks_the_context(env):
 
 def test_config_files_and_part_hashes(tmp_path):
     from kohaku_rag.answering.config_folder import config_files, load_configs
-    from kohaku_rag.answering.qa_config import QAConfig, dump_toml
+    from kohaku_rag.answering.qa_config import QAConfig
+    from kohaku_rag.answering.qa_config_file import dump_toml
 
     (tmp_path / "base.toml").write_text(dump_toml(QAConfig(questions="q.csv")))
     (tmp_path / "hot.toml").write_text(
@@ -401,7 +404,7 @@ def test_snippets_can_be_headed_by_document_and_section(env):
     import dataclasses
 
     from kohaku_rag.answering.answer import build_messages
-    from kohaku_rag.retrieval.retriever import ContextItem, section_heading
+    from kohaku_rag.retrieval.context import ContextItem, section_heading
     from kohaku_rag.tree import Node, NodeKind
 
     settings, _server, _questions = env
@@ -458,7 +461,7 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
 
     from PIL import Image
 
-    from kohaku_rag.retrieval.retriever import ContextItem
+    from kohaku_rag.retrieval.context import ContextItem
 
     settings, server, questions = env
     cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False}, generation={"img_k": 1})
@@ -494,7 +497,7 @@ def test_true_false_replies_quote_a_context_sentence_first():
 
     from kohaku_rag.answering.answer import answer_request, evidence_sentences
     from kohaku_rag.answering.qa_config import GenerationPart
-    from kohaku_rag.retrieval.retriever import ContextItem
+    from kohaku_rag.retrieval.context import ContextItem
 
     text = 'The report says "no reporting of inference energy" is required. Short one. The A100 drew 400 W in training.'
     items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]

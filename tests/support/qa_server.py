@@ -14,7 +14,7 @@ from chat_server import ChatServer
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.evaluation.records import Question
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 QUESTIONS = {  # question -> (unit, gold value, gold document)
     "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),
