@@ -138,6 +138,15 @@ def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
     code_version=str(CONFIG_VERSION),
     description="Planned queries and retrieved context per question, stored by retrieval hash "
     "(the config's retrieval settings, its question file and the index it searched).",
+    check_specs=[
+        check_spec(
+            "every_question_retrieved",
+            "retrievals",
+            "Every question's retrieval succeeded (a failed planner call fails it; the next run retries it). "
+            "When all failed the step fails instead.",
+            configs,
+        )
+    ],
 )
 @lake_writer
 def retrievals(
@@ -164,8 +173,11 @@ def retrievals(
         merged = st.merge_rows(path, rows, [q.id for q in questions])
         st.write_rows(merged, path, {"retrieval_hash": cfg.retrieval_hash})
     failed = st.retrieval_errors(path)
+    if failed and len(failed) == len(questions):  # nothing was retrieved: not a materialization
+        raise _failure(st.QuestionsFailed(failed, len(questions)), key=keys.retrieval)
     table = st.read_retrievals(path)
     return MaterializeResult(
+        check_results=[retrieval_check(failed, len(questions))],
         metadata={
             "reused": reused,
             "key": keys.retrieval,
@@ -410,6 +422,21 @@ def answer_checks(cfg: QAConfig, answers: dict[str, Any], corpus: list[str]) -> 
             metadata={"unknown_refs": MetadataValue.json(unknown[:20]), "indexed_documents": len(known)},
         ),
     ]
+
+
+def retrieval_check(failed: dict[str, str], total: int) -> AssetCheckResult:
+    """The questions whose retrieval failed (shown beside a partly failed materialization)."""
+    return AssetCheckResult(
+        check_name="every_question_retrieved",
+        passed=not failed,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"{len(failed)} of {total} retrievals failed; re-run to retry them" if failed else None,
+        metadata={
+            "questions": total,
+            "failed_questions": len(failed),
+            "failed": MetadataValue.json(dict(list(failed.items())[:20])),
+        },
+    )
 
 
 def score_range_check(parts: dict[str, float]) -> AssetCheckResult:

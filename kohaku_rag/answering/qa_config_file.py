@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,20 @@ from kohaku_rag.config_files import CONFIG_SUFFIXES, ConfigKeyError, from_mappin
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+
+# A question set by name (`questions = "feedback"`): no folder, no suffix.
+_SET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def questions_path(base_dir: Path, questions: str) -> Path:
+    """A config's `questions` relative to its folder; a bare name that is no file there is
+    one of the lake's question sets, `<lake>/qa/question_sets/<name>.csv` (the configs
+    folder being `<lake>/configs`): `questions = "feedback"` is the set users' verdicts build."""
+    path = (base_dir / questions).resolve()
+    if _SET_NAME.match(questions) and not path.exists():
+        return (base_dir.parent / "qa" / "question_sets" / f"{questions}.csv").resolve()
+    return path
+
 
 # The config file format: 2 since rerank "combined" means KohakuRAG's published formula
 # (before, it named what is now "combined_max"). `dump_toml`/`dump_json` write it.
@@ -134,7 +149,7 @@ def qa_config_from_mapping(data: dict[str, Any], base_dir: Path | None = None) -
     if not isinstance(questions, str):
         raise ConfigKeyError("questions", f"expected a path, got {type(questions).__name__}")
     if base_dir is not None and not Path(questions).is_absolute():
-        questions = str((base_dir / questions).resolve())
+        questions = str(questions_path(base_dir, questions))
     return QAConfig(
         questions=questions,
         retrieval=from_mapping(RetrievalPart, {**planner, "search": search}, "retrieval"),

@@ -49,7 +49,7 @@ from kohaku_rag.parse.pdf_layout import (
 from kohaku_rag.parse.pdf_page_items import PdfFloat, PdfPage, union_bbox
 from kohaku_rag.parse.pdf_paragraphs import paper_sections, slide_sections
 from kohaku_rag.parse.pdf_tables import find_page_tables, page_words
-from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph
+from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, TextLine
 
 # is_references is part of this module's API (the indexing steps import it from here).
 __all__ = ["is_references", "parse_pdf"]
@@ -205,14 +205,20 @@ def _attach_floats(page: pymupdf.Page, pg: PdfPage, path: Path) -> None:
         caption_block = _nearest_caption(blocks, tab.bbox, "tab", used)
         caption = ""
         bbox = tab.bbox
+        caption_lines: list[TextLine] = []
         if caption_block is not None:
             used.add(caption_block)
             cap_lines = blocks[caption_block]
             consumed.update(cap_lines)
             caption = merge_lines_text([ln.text for ln in cap_lines])
+            caption_lines = [TextLine(pg.number, ln.bbox, ln.text) for ln in sorted(cap_lines, key=lambda c: c.y0)]
             bbox = union_bbox([bbox, *(ln.bbox for ln in cap_lines)])
         text = f"{caption}\n{tab.text()}" if caption else tab.text()
-        pg.floats.append(PdfFloat(bbox, ParsedParagraph(text, pg.number, tab.bbox, Attachment.TABLE)))
+        # the caption's lines and each row as the paragraph's lines: a citation of the table
+        # highlights its caption and the row that states the value (serving/documents.py)
+        rows = [TextLine(pg.number, box, " | ".join(row)) for row, box in zip(tab.rows, tab.row_boxes, strict=True)]
+        table = ParsedParagraph(text, pg.number, tab.bbox, Attachment.TABLE, lines=(*caption_lines, *rows))
+        pg.floats.append(PdfFloat(bbox, table))
         consumed.update(ln for ln in pg.lines if _inside(ln.bbox, tab.bbox))
     for fig in figures:
         x0, y0, x1, y1 = (float(v) for v in fig.bbox)

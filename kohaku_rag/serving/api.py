@@ -248,7 +248,10 @@ async def page_png(request: Request) -> Response:
     service = service_of(request)
     page = _page_number(request.path_params["page"])
     highlight = request.query_params.get("highlight") or None
-    png = service.documents.render_page(request.path_params["doc_id"], page, highlight, service.settings.render_dpi)
+    value = _value_param(request)
+    png = service.documents.render_page(
+        request.path_params["doc_id"], page, highlight, service.settings.render_dpi, value
+    )
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
 
 
@@ -258,7 +261,16 @@ async def node_text(request: Request) -> Response:
     node_id = request.query_params.get("highlight") or ""
     if not node_id:
         raise ApiError(400, "give ?highlight=<node_id>")
-    return JSONResponse(service_of(request).documents.marked_text(request.path_params["doc_id"], node_id))
+    docs = service_of(request).documents
+    return JSONResponse(docs.marked_text(request.path_params["doc_id"], node_id, _value_param(request)))
+
+
+def _value_param(request: Request) -> str | None:
+    """`?value=`: the answer's value, so a cited table marks the row stating it."""
+    value = request.query_params.get("value") or None
+    if value is not None and len(value) > 100:
+        raise ApiError(400, "value: at most 100 characters")
+    return value
 
 
 async def configs(request: Request) -> Response:

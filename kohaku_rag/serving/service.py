@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
 from kohaku_rag.serving.served import append_served, stored_responses
 from kohaku_rag.serving.settings import ServeSettings
+from kohaku_rag.serving.table_rows import is_table, states_value, table_quote
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
@@ -367,11 +367,12 @@ class AnswerService:
         except ApiError:
             sentences = []
         if sentences:
-            stating = [s for s in sentences if _states(s.text, value)] or [s for s in sentences if s.text in item.marks]
+            stating = [s for s in sentences if states_value(s.text, value)]
+            stating = stating or [s for s in sentences if s.text in item.marks]
             best = (stating or sentences)[0]
-            return best.text, best.node_id
+            return (table_quote(best.text, value) if is_table(best) else best.text), best.node_id
         parts = split_sentences(item.text) or [item.text]
-        stating_text = [s for s in parts if _states(s, value)]
+        stating_text = [s for s in parts if states_value(s, value)]
         return (stating_text or parts)[0], item.node_id
 
     def _title_url(self, doc_id: str) -> tuple[str, str]:
@@ -390,11 +391,3 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
-
-
-def _states(sentence: str, value: str) -> bool:
-    """Whether a sentence states the value as a whole number or word ("0.18", not the "1"
-    inside "2018"); a blank or true/false value (1/0) states nothing quotable."""
-    if not value or value in ("is_blank", "0", "1"):
-        return False
-    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", sentence) is not None

@@ -63,3 +63,10 @@ def test_eval_uses_the_configs_questions_and_the_reviewed_feedback_set(env, caps
     scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # two reviewed questions: carbon confirmed (the model says 4.3), gpu corrected to 300 (it says 400)
     assert scored["config"] == "a--feedback" and scored["value"] == pytest.approx(0.5)
+
+    # A config naming the set scores on it as its own questions, with no --questions.
+    data = json.loads((settings.lake.root / "configs" / "a.json").read_text())
+    (settings.lake.root / "configs" / "fb.json").write_text(json.dumps({**data, "questions": "feedback"}))
+    assert cli_main(["eval", "--config", "fb", *args]) == 0
+    own = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert own["config"] == "fb" and own["value"] == pytest.approx(0.5)

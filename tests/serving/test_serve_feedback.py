@@ -124,11 +124,11 @@ def test_the_page_sends_a_correction_to_the_question_file(app, lake: Path) -> No
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#fb-ref option")) > 2)  # cited + every document
         Select(driver.find_element(By.ID, "fb-ref")).select_by_value("carbon")
         driver.find_element(By.ID, "fb-comment").send_keys("the paper's table 2 says 4.4")
+        if os.environ.get("KOHAKU_SCREENSHOTS"):
+            driver.save_screenshot(str(Path(os.environ["KOHAKU_SCREENSHOTS"]) / "ask_page_feedback.png"))
         driver.find_element(By.ID, "fb-send").click()
         wait.until(lambda d: d.find_element(By.ID, "feedback-status").is_displayed())
         status = driver.find_element(By.ID, "feedback-status").text
-        if os.environ.get("KOHAKU_SCREENSHOTS"):
-            driver.save_screenshot(str(Path(os.environ["KOHAKU_SCREENSHOTS"]) / "ask_page_feedback.png"))
     assert "kept for review" in status
     (row,) = rows_of(feedback_set_path(Lake(lake)))
     assert row["question"] == Q_CARBON and row["answer_value"] == "4.4" and row["answer_unit"] == "tCO2e"

@@ -320,7 +320,9 @@ async function openEvidence(c) {
   img.hidden = true;
   const quote = $("evidence-text");
   quote.replaceChildren(c.text);
-  const id = encodeURIComponent(c.sentence_id || c.node_id);
+  // the answer's value: a cited table marks its caption and the row stating it
+  const value = current && !current.is_blank && current.value ? "&value=" + encodeURIComponent(current.value) : "";
+  const id = encodeURIComponent(c.sentence_id || c.node_id) + value;
   const doc = encodeURIComponent(c.doc_id);
   try {
     const text = await (await api("/api/documents/" + doc + "/text?highlight=" + id)).json();
