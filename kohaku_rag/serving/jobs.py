@@ -53,6 +53,7 @@ class Job:
     error: ApiError | None = None
     delivered: bool = False
     followers: list[asyncio.Queue[Event]] = field(default_factory=list)
+    alone_since: float | None = None  # the event loop's time since nobody follows the job
     task: asyncio.Future[None] | None = None
 
     @property
@@ -107,6 +108,9 @@ class AnswerJobs:
         self._jobs[job.answer_id] = job
         self._in_flight[same] = job
         job.task = asyncio.ensure_future(self._run(job))
+        # A client that leaves before it starts following (a stream closed at once) is one
+        # that never waited: the same grace applies from the start.
+        self._alone(job)
         self._forget_old()
         return job
 
@@ -154,12 +158,13 @@ class AnswerJobs:
         for event in job.events:
             queue.put_nowait(event)
         job.followers.append(queue)
+        job.alone_since = None
         try:
             yield queue
         finally:
             job.followers.remove(queue)
             if not job.followers and not job.finished:
-                asyncio.get_running_loop().call_later(self.grace, self._abandon_if_alone, job)
+                self._alone(job)
 
     async def follow(self, job: Job) -> AsyncIterator[Event]:
         """The job's events so far, then each new one until it is done or failed."""
@@ -192,10 +197,19 @@ class AnswerJobs:
         answered = job.answered
         await anyio.to_thread.run_sync(lambda: self.service.deliver(answered, job.via))
 
+    def _alone(self, job: Job) -> None:
+        loop = asyncio.get_running_loop()
+        job.alone_since = loop.time()
+        loop.call_later(self.grace, self._abandon_if_alone, job)
+
     def _abandon_if_alone(self, job: Job) -> None:
-        """Nobody follows a question still waiting for the model: it leaves the queue."""
-        if job.followers or job.state != "queued" or job.task is None:
+        """Nobody followed a question still waiting for the model for the whole grace: it
+        leaves the queue."""
+        alone = job.alone_since
+        if job.followers or alone is None or job.state != "queued" or job.task is None:
             return
+        if asyncio.get_running_loop().time() - alone < self.grace - 0.01:
+            return  # someone came back and left again since: a later call decides
         log.info("answer %s: its client went away while it waited; leaving the queue", job.answer_id)
         job.task.cancel()
 
