@@ -43,6 +43,7 @@ from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config_file import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.config_files import stable_hash
+from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_members, write_members
 from kohaku_rag.indexing import steps as ix
@@ -418,6 +419,39 @@ def served_feedback_sensor(context: SensorEvaluationContext, settings: KohakuSet
     return SensorResult(asset_events=[AssetMaterialization(asset_key=FEEDBACK, metadata=metadata)], cursor=version)
 
 
+def reviewed_version(path: Path) -> str:
+    """What the reviewed rows of a question set say (ids and gold): a new or corrected
+    review changes it, a verdict still waiting for review does not."""
+    rows = [(q.id, q.question, q.answer_unit, q.gold) for q in load_questions(path)]
+    return stable_hash([repr(r) for r in rows]) if rows else ""
+
+
+@sensor(
+    jobs=[answer_config_job],
+    minimum_interval_seconds=300,
+    default_status=DefaultSensorStatus.STOPPED,
+    description='Runs the configs whose questions are the `feedback` set (`questions = "feedback"`) again when '
+    "reviewed rows are added or changed, so their scores follow the questions users asked (stored work is reused: "
+    "only the new questions reach the LLM). Off by default: it starts LLM runs.",
+)
+def feedback_backfill_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
+    path = feedback_set_path(settings.lake)
+    version = reviewed_version(path) if path.exists() else ""
+    if not version or version == context.cursor:
+        return SkipReason("no newly reviewed feedback questions")
+    names = []
+    for name, file in sorted(config_files(configs_dir(settings.lake)).items()):
+        try:
+            if Path(load_qa_config(file).questions) == path.resolve():
+                names.append(name)
+        except (ValueError, OSError):
+            continue  # a broken config is reported by configs_sensor
+    context.log.info(f"reviewed feedback changed: running {', '.join(names) or 'no config'}")
+    job = answer_config_job.name
+    runs = [RunRequest(run_key=f"{n}:feedback:{version}", partition_key=n, job_name=job) for n in names]
+    return SensorResult(run_requests=runs, cursor=version)
+
+
 SENSORS = [
     corpus_sensor,
     configs_sensor,
@@ -425,4 +459,5 @@ SENSORS = [
     sweeps_sensor,
     served_answers_sensor,
     served_feedback_sensor,
+    feedback_backfill_sensor,
 ]

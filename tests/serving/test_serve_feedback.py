@@ -6,6 +6,7 @@ real headless Chromium."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from serving_corpus import WATER_QUESTION
 from kohaku_assets.assets.serving import served_feedback
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import resources_for
-from kohaku_assets.sensors import served_feedback_sensor
+from kohaku_assets.sensors import feedback_backfill_sensor, served_feedback_sensor
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.lake import Lake
 from kohaku_rag.serving.feedback import feedback_set_path
@@ -133,3 +134,23 @@ def test_the_page_sends_a_correction_to_the_question_file(app, lake: Path) -> No
     (row,) = rows_of(feedback_set_path(Lake(lake)))
     assert row["question"] == Q_CARBON and row["answer_value"] == "4.4" and row["answer_unit"] == "tCO2e"
     assert row["ref_id"] == "['carbon']" and row["verdict"] == "wrong" and row["reviewed"] == "no"
+
+
+def test_the_backfill_sensor_runs_the_feedback_configs_when_reviews_change(app, lake: Path) -> None:
+    resources = resources_for(KohakuSettings(lake_root=str(lake)))
+    instance = DagsterInstance.ephemeral()
+
+    def tick(cursor: str | None) -> SensorResult | object:
+        return feedback_backfill_sensor(build_sensor_context(instance=instance, resources=resources, cursor=cursor))
+
+    data = json.loads((lake / "configs" / "fake.json").read_text())
+    (lake / "configs" / "fb.json").write_text(json.dumps({**data, "questions": "feedback"}))
+    with serving(app) as url:
+        answer = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
+        httpx.post(f"{url}/api/feedback", json={"answer_id": answer["answer_id"], "verdict": "right"})
+    assert "no newly reviewed" in str(tick(None).skip_message)  # a verdict waiting for review: nothing yet
+    set_reviewed(feedback_set_path(Lake(lake)), WATER_QUESTION)
+    first = tick(None)
+    assert isinstance(first, SensorResult)
+    assert [(r.partition_key, r.job_name) for r in first.run_requests] == [("fb", "answer_config")]
+    assert "no newly reviewed" in str(tick(first.cursor).skip_message)
