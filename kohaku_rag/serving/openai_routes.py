@@ -1,11 +1,16 @@
-"""The OpenAI-compatible endpoint: `/v1/models` lists the configs as models,
-`/v1/chat/completions` answers the last user message with the config named by `model`.
+"""The OpenAI-compatible endpoint: `/v1/models` lists the configs as models (a broken
+config file marked `available: false` with the reason), `/v1/chat/completions` answers the
+last user message with the config named by `model`; the messages before it are the
+conversation a follow-up leans on (answering/followup.py rewrites it into a standalone
+question).
 
 The reply's content is the answer with `[1]`-style markers; the message also carries
 `references` (what each marker cites) and, for documents with a URL, OpenAI's
 `url_citation` annotations, so chat front ends (Open WebUI, the `openai` client) show the
-sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`; while the
-model works, SSE comment lines (`: planning`) keep the connection alive."""
+sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`: the answer is
+typed as the model writes it (the `answer` field of its JSON reply, from the reply sink),
+the rest of the content and the references follow when it is done; while the model works,
+SSE comment lines (`: planning`) keep the connection alive."""
 
 from __future__ import annotations
 
