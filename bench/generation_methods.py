@@ -46,9 +46,10 @@ from kohaku_rag.llm import CachedChat, ChatModel  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
 from kohaku_rag.llm.openai_compat import OpenAIChat  # noqa: E402
+from kohaku_rag.retrieval.context import ContextItem  # noqa: E402
 from kohaku_rag.retrieval.rerankers import Reranker  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
-from kohaku_rag.retrieval.retriever import ContextItem, Retriever, open_retriever  # noqa: E402
+from kohaku_rag.retrieval.retriever import Retriever, open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BUDGETS = (4000, 8000)

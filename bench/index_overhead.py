@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -40,7 +41,7 @@ def _renamed(table: pa.Table, old: str, new: str) -> pa.Table:
     for name in ID_COLUMNS:
         if name in table.column_names:
             column = table.column(name)
-            renamed = pc.replace_substring_regex(column, pattern=f"^{old}(?=$|:)", replacement=new)
+            renamed = pc.replace_substring_regex(column, pattern=f"^{re.escape(old)}($|:)", replacement=new + r"\1")
             table = table.set_column(table.column_names.index(name), name, renamed)
     return table
 

@@ -27,11 +27,9 @@ from retrieval_eval import evaluate, load_gold  # noqa: E402
 from kohaku_assets.resources import KohakuSettings  # noqa: E402
 from kohaku_assets.runner import run_index  # noqa: E402
 from kohaku_rag.parse.payload import IMAGE_PLACEHOLDER  # noqa: E402
+from kohaku_rag.retrieval.context import ContextItem  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
-from kohaku_rag.retrieval.retriever import (
-    ContextItem,  # noqa: E402
-    open_retriever,  # noqa: E402
-)
+from kohaku_rag.retrieval.retriever import open_retriever  # noqa: E402
 from kohaku_rag.stores.bm25 import BM25Index, flat_chunks, tokenize  # noqa: E402
 
 BUDGETS = (4000, 8000)

@@ -39,7 +39,8 @@ from retrieval_eval import Metrics, evaluate, load_gold, print_running_scores  #
 
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config  # noqa: E402
+from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
+from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.evaluation.records import Answer  # noqa: E402
 from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402

@@ -45,12 +45,9 @@ from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.retrieval.context import ContextItem, pack  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
-from kohaku_rag.retrieval.retriever import (  # noqa: E402
-    ContextItem,
-    open_retriever,  # noqa: E402
-    pack,
-)
+from kohaku_rag.retrieval.retriever import open_retriever  # noqa: E402
 from kohaku_rag.stores.bm25 import BM25Index  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

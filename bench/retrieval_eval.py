@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.score import score_predictions
-from kohaku_rag.retrieval.retriever import ContextItem, pack
+from kohaku_rag.retrieval.context import ContextItem, pack
 
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{12,})[\"“”']")
 _LOCATOR = re.compile(r"^\s*(table|figure|fig\.?|section)\s*[\w.]+(\s*(and|,)\s*(table|figure)?\s*[\w.]+)*\s*$", re.I)

@@ -300,9 +300,10 @@ def sensor_child(count: int, full_tick: bool = True) -> dict:
     on 2,000 keys). Without `full_tick` the tick itself is not run (tick_s is None)."""
     from dagster import build_sensor_context
 
+    from kohaku_assets.instance import instance_for
     from kohaku_assets.partitions import DOCUMENTS
     from kohaku_assets.resources import KohakuSettings
-    from kohaku_assets.runner import instance_for, resources_for
+    from kohaku_assets.runner import resources_for
     from kohaku_assets.sensors import _run_keys_used, _runs_in_flight, corpus_sensor
     from kohaku_rag.indexing.corpus import scan_corpus
     from kohaku_rag.indexing.index_plan import plan_index

@@ -4,6 +4,12 @@ uvicorn on 127.0.0.1, streaming (so the time to the first progress event is meas
     python bench/serve_load.py [--clients 8] [--questions 4] [--delay 0.25]
         a fake OpenAI-compatible model on 127.0.0.1 answering after --delay seconds per
         request (tests/support/qa_server.py), the config's max_concurrent = 4
+    python bench/serve_load.py --hang-up [--clients 12] [--leave 8] [--delay 0.5]
+        clients that hang up: --leave of the --clients (asking first) close their stream after
+        --after seconds; the fake model takes one request at a time. The same load twice: with
+        abandoned questions keeping their places (the old behaviour: a grace longer than the
+        run) and with them leaving the queue (the 2 s default grace): the staying clients'
+        p50/p95, 429s, and how many abandoned questions the model still answered
     flock /tmp/kohaku-llm.lock python bench/serve_load.py --bundled [--clients 3]
         the sample PDFs answered by the bundled LLM (one prompt at a time: the queue), and
         `kohaku ask`'s time for the same kind of question in the same run as the baseline
@@ -15,6 +21,7 @@ answer and to the first progress event, wall time.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import subprocess
@@ -36,6 +43,7 @@ from serving_corpus import write_config, write_serving_corpus  # noqa: E402
 import kohaku_rag as kr  # noqa: E402
 from kohaku_rag.samples import write_sample_corpus  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
+from kohaku_rag.serving.served import SERVED, read_day  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
 
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -58,13 +66,17 @@ class VariantServer(QAServer):
         return super()._echo(body, messages, _VARIANT.sub("", key))
 
 
-def ask_streaming(url: str, question: str, unit: str, config: str) -> dict[str, object]:
-    """One client's question: seconds to the first progress event and to the answer."""
+def ask_streaming(
+    url: str, question: str, unit: str, config: str, hang_up_after: float | None = None
+) -> dict[str, object]:
+    """One client's question: seconds to the first progress event and to the answer (a
+    client that hangs up closes its stream once nothing arrived for `hang_up_after` s)."""
     started = time.perf_counter()
     first: float | None = None
     body = {"question": question, "unit": unit, "config": config, "stream": True}
+    timeout = httpx.Timeout(3600, read=hang_up_after) if hang_up_after else 3600
     try:
-        with httpx.stream("POST", f"{url}/api/ask", json=body, timeout=3600) as r:
+        with httpx.stream("POST", f"{url}/api/ask", json=body, timeout=timeout) as r:
             if r.status_code != 200:
                 r.read()
                 return {"status": r.status_code, "seconds": time.perf_counter() - started}
@@ -77,6 +89,8 @@ def ask_streaming(url: str, question: str, unit: str, config: str) -> dict[str, 
                 elif line == "event: error":
                     outcome = "error"
             return {"status": 200, "outcome": outcome, "first": first, "seconds": time.perf_counter() - started}
+    except httpx.ReadTimeout:
+        return {"status": 200, "outcome": "hung up", "seconds": time.perf_counter() - started}
     except httpx.HTTPError as exc:
         return {"status": 0, "outcome": type(exc).__name__, "seconds": time.perf_counter() - started}
 
@@ -142,6 +156,70 @@ def run_fake(args: argparse.Namespace, work: Path) -> None:
     print(json.dumps({"setting": "the same questions again (stored answers)", **again}))
 
 
+def hang_up_load(url: str, questions: list[tuple[str, str]], leave: int, after: float) -> dict[str, object]:
+    """Every question at once (20 ms apart, the leaving clients first): the staying clients'
+    times, and what the leaving ones got."""
+    results: list[tuple[bool, dict[str, object]]] = []
+    lock = threading.Lock()
+
+    def client(i: int, q: str, unit: str) -> None:
+        leaves = i < leave
+        res = ask_streaming(url, q, unit, "fake", hang_up_after=after if leaves else None)
+        with lock:
+            results.append((leaves, res))
+
+    started = time.perf_counter()
+    threads = []
+    for i, (q, unit) in enumerate(questions):
+        threads.append(threading.Thread(target=client, args=(i, q, unit)))
+        threads[-1].start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    stayed = [r for leaves, r in results if not leaves]
+    seconds = [float(r["seconds"]) for r in stayed if r.get("outcome") == "done"]  # type: ignore[arg-type]
+    return {
+        "clients": len(questions),
+        "hung_up": sum(1 for leaves, r in results if leaves and r.get("outcome") == "hung up"),
+        "staying_answered": len(seconds),
+        "refused_429": sum(1 for _, r in results if r["status"] == 429),
+        "staying_p50_s": percentile(seconds, 0.5),
+        "staying_p95_s": percentile(seconds, 0.95),
+        "wall_s": round(time.perf_counter() - started, 3),
+    }
+
+
+def served_rows(lake: Path) -> int:
+    """Answers recorded as served (delivered to a client)."""
+    return sum(read_day(p).num_rows for p in (lake / SERVED).glob("*.parquet"))
+
+
+def run_hang_up(args: argparse.Namespace, work: Path) -> None:
+    lake = work / "lake"
+    kr.index(write_serving_corpus(work / "corpus"), lake, progress=lambda _m: None)
+    facts = list(QUESTIONS.items())
+    for label, grace in (("abandoned questions keep their places (before)", 1e9), ("they leave the queue", None)):
+        # distinct questions per setting: no stored answer from the first setting serves the second
+        first = 1 if grace else 1001
+        questions = [(f"{facts[i % 3][0]} [v{first + i}]", facts[i % 3][1][0]) for i in range(args.clients)]
+        served_before = served_rows(lake)
+        with VariantServer() as llm:
+            llm.default_delay = args.delay
+            write_config(lake, "fake", llm.base_url, max_concurrent=1)
+            settings = ServeSettings(lake=lake, config="fake", queue_size=args.clients)
+            if grace is not None:
+                settings = dataclasses.replace(settings, abandon_after=grace)
+            with serving(build_app(settings)) as url:
+                row = hang_up_load(url, questions, args.leave, args.after)
+            leaving = {q for q, _ in questions[: args.leave]}
+            row["abandoned_answered_by_model"] = len(
+                {q for q in leaving if any(q in json.dumps(r.body) and "ref_id" in json.dumps(r.body)
+                                            for r in llm.requests)}
+            )  # fmt: skip
+            row["served_rows"] = served_rows(lake) - served_before
+        print(json.dumps({"setting": f"{label}; fake model {args.delay}s per request, one at a time", **row}))
+
+
 def run_bundled(args: argparse.Namespace, work: Path) -> None:
     lake = work / "lake"
     corpus = write_sample_corpus(work / "corpus")[0].parent
@@ -173,11 +251,14 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=None, help="concurrent clients (default 8; 3 with --bundled)")
     parser.add_argument("--questions", type=int, default=4, help="questions per client (fake model)")
     parser.add_argument("--delay", type=float, default=0.25, help="the fake model's seconds per request")
+    parser.add_argument("--hang-up", action="store_true", help="clients that hang up (queue places freed)")
+    parser.add_argument("--leave", type=int, default=8, help="clients that hang up (with --hang-up)")
+    parser.add_argument("--after", type=float, default=1.0, help="seconds before they hang up (with --hang-up)")
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
-    args.clients = args.clients or (3 if args.bundled else 8)
+    args.clients = args.clients or (3 if args.bundled else 12 if args.hang_up else 8)
     work = Path(args.work or tempfile.mkdtemp(prefix="kohaku-serve-load-"))
-    (run_bundled if args.bundled else run_fake)(args, work)
+    (run_bundled if args.bundled else run_hang_up if args.hang_up else run_fake)(args, work)
     return 0
 
 

@@ -59,7 +59,9 @@ def bundled_lake(work: Path) -> Iterator[tuple[Path, str, str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundled", action="store_true", help="the sample PDFs answered by the bundled LLM")
-    parser.add_argument("--out", default=str(ROOT / "docs"), help="folder of the screenshots (default: docs/)")
+    parser.add_argument(
+        "--out", default=str(ROOT / "docs" / "images"), help="folder of the screenshots (default: docs/images/)"
+    )
     parser.add_argument("--work", default=None, help="work folder (default: a temporary one)")
     args = parser.parse_args()
     if (why := chromium_missing()) is not None:

@@ -35,7 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from kohaku_rag.answering.leaderboard import leaderboard_rows, question_scores  # noqa: E402
-from kohaku_rag.answering.qa_config import QAConfig, config_to_mapping, dump_toml  # noqa: E402
+from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
+from kohaku_rag.answering.qa_config_file import config_to_mapping, dump_toml  # noqa: E402
 from kohaku_rag.evaluation.run_stats import paired_bootstrap  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402

@@ -23,7 +23,7 @@ from dagster import (
     sensor,
 )
 
-from kohaku_assets.assets.serving import day_metadata
+from kohaku_assets.assets.serving import day_metadata, feedback_metadata
 from kohaku_assets.dagster_private import RUN_KEY_TAG, UnresolvedAssetJobDefinition
 from kohaku_assets.jobs import answer_config_job, assemble_indexes_job, cross_ensemble_job, index_document_job
 from kohaku_assets.partitions import (
@@ -40,9 +40,10 @@ from kohaku_assets.partitions import (
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
-from kohaku_rag.answering.qa_config import dump_json, load_qa_config
+from kohaku_rag.answering.qa_config_file import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
 from kohaku_rag.config_files import stable_hash
+from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_members, write_members
 from kohaku_rag.indexing import steps as ix
@@ -50,6 +51,7 @@ from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.lake import Lake
+from kohaku_rag.serving.feedback import FEEDBACK, feedback_path, feedback_set_path
 from kohaku_rag.serving.served import SERVED, day_path
 
 # ── the corpus ─────────────────────────────────────────────────────────────
@@ -395,4 +397,68 @@ def served_answers_sensor(context: SensorEvaluationContext, settings: KohakuSett
     )
 
 
-SENSORS = [corpus_sensor, configs_sensor, ensemble_specs_sensor, sweeps_sensor, served_answers_sensor]
+def feedback_version(lake: Lake) -> str:
+    path = feedback_path(lake)
+    if not path.exists():
+        return ""
+    stat = path.stat()
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+@sensor(
+    minimum_interval_seconds=60,
+    default_status=DefaultSensorStatus.RUNNING,
+    description="Records `served_feedback` (the verdicts users gave on served answers and the `feedback` question "
+    "set the server rebuilt from them) as a materialization when users said something new (no run is launched).",
+)
+def served_feedback_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
+    version = feedback_version(settings.lake)
+    if not version or version == context.cursor:
+        return SkipReason("no new feedback since the last tick")
+    metadata = feedback_metadata(settings, feedback_set_path(settings.lake))
+    context.log.info(f"recorded {metadata['verdicts']} verdict(s), {metadata['waiting_for_review']} waiting for review")
+    return SensorResult(asset_events=[AssetMaterialization(asset_key=FEEDBACK, metadata=metadata)], cursor=version)
+
+
+def reviewed_version(path: Path) -> str:
+    """What the reviewed rows of a question set say (ids and gold): a new or corrected
+    review changes it, a verdict still waiting for review does not."""
+    rows = [(q.id, q.question, q.answer_unit, q.gold) for q in load_questions(path)]
+    return stable_hash([repr(r) for r in rows]) if rows else ""
+
+
+@sensor(
+    jobs=[answer_config_job],
+    minimum_interval_seconds=300,
+    default_status=DefaultSensorStatus.STOPPED,
+    description='Runs the configs whose questions are the `feedback` set (`questions = "feedback"`) again when '
+    "reviewed rows are added or changed, so their scores follow the questions users asked (stored work is reused: "
+    "only the new questions reach the LLM). Off by default: it starts LLM runs.",
+)
+def feedback_backfill_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
+    path = feedback_set_path(settings.lake)
+    version = reviewed_version(path) if path.exists() else ""
+    if not version or version == context.cursor:
+        return SkipReason("no newly reviewed feedback questions")
+    names = []
+    for name, file in sorted(config_files(configs_dir(settings.lake)).items()):
+        try:
+            if Path(load_qa_config(file).questions) == path.resolve():
+                names.append(name)
+        except (ValueError, OSError):
+            continue  # a broken config is reported by configs_sensor
+    context.log.info(f"reviewed feedback changed: running {', '.join(names) or 'no config'}")
+    job = answer_config_job.name
+    runs = [RunRequest(run_key=f"{n}:feedback:{version}", partition_key=n, job_name=job) for n in names]
+    return SensorResult(run_requests=runs, cursor=version)
+
+
+SENSORS = [
+    corpus_sensor,
+    configs_sensor,
+    ensemble_specs_sensor,
+    sweeps_sensor,
+    served_answers_sensor,
+    served_feedback_sensor,
+    feedback_backfill_sensor,
+]

@@ -11,7 +11,7 @@ from kohaku_rag.api import AskResult, Rag, index, open
 from kohaku_rag.errors import BackendError, DocumentError, KohakuError
 from kohaku_rag.indexing.index_config import IndexConfig, IndexConfigConflict
 from kohaku_rag.indexing.pipeline import IndexSummary
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 __all__ = [
     "AskResult",

@@ -16,15 +16,16 @@ from pathlib import Path
 
 from kohaku_rag.answering.answer import Prediction, answer_question
 from kohaku_rag.answering.config_folder import config_of
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.errors import BackendError
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig, resolve_index_config
 from kohaku_rag.indexing.pipeline import IndexSummary, Progress, index_corpus
 from kohaku_rag.lake import Lake
 from kohaku_rag.models import ModelPool
+from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem
 
 __all__ = ["AskResult", "Rag", "index", "open"]
 

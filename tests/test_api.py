@@ -10,10 +10,10 @@ from qa_server import QAServer
 
 import kohaku_rag as kr
 from kohaku_rag.answering.answer import Prediction
-from kohaku_rag.answering.qa_config import qa_config_from_mapping
+from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import IndexSummary
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 
 @pytest.fixture(scope="module")

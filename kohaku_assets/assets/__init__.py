@@ -7,10 +7,19 @@ from kohaku_assets.assets.ensembles import cross_ensemble
 from kohaku_assets.assets.experiments import sweep_report
 from kohaku_assets.assets.indexes import INDEXES
 from kohaku_assets.assets.leaderboard import leaderboard
-from kohaku_assets.assets.serving import served_answers
+from kohaku_assets.assets.serving import served_answers, served_feedback
 
 QA_ASSETS = [*PER_CONFIG, leaderboard]
-ALL_ASSETS = [*PER_DOCUMENT, *INDEXES, *PER_CONFIG, cross_ensemble, leaderboard, sweep_report, served_answers]
+ALL_ASSETS = [
+    *PER_DOCUMENT,
+    *INDEXES,
+    *PER_CONFIG,
+    cross_ensemble,
+    leaderboard,
+    sweep_report,
+    served_answers,
+    served_feedback,
+]
 
 __all__ = [
     "ALL_ASSETS",
@@ -21,5 +30,6 @@ __all__ = [
     "cross_ensemble",
     "leaderboard",
     "served_answers",
+    "served_feedback",
     "sweep_report",
 ]

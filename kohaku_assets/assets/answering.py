@@ -37,7 +37,9 @@ from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.leaderboard import ref_urls_for
-from kohaku_rag.answering.qa_config import CONFIG_VERSION, QAConfig
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import CONFIG_VERSION
+from kohaku_rag.answering.scoring import per_type_accuracy, score_answers, worst_table
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
 from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
@@ -136,6 +138,15 @@ def question_set(context: AssetExecutionContext, settings: KohakuSettings) -> Ma
     code_version=str(CONFIG_VERSION),
     description="Planned queries and retrieved context per question, stored by retrieval hash "
     "(the config's retrieval settings, its question file and the index it searched).",
+    check_specs=[
+        check_spec(
+            "every_question_retrieved",
+            "retrievals",
+            "Every question's retrieval succeeded (a failed planner call fails it; the next run retries it). "
+            "When all failed the step fails instead.",
+            configs,
+        )
+    ],
 )
 @lake_writer
 def retrievals(
@@ -162,8 +173,11 @@ def retrievals(
         merged = st.merge_rows(path, rows, [q.id for q in questions])
         st.write_rows(merged, path, {"retrieval_hash": cfg.retrieval_hash})
     failed = st.retrieval_errors(path)
+    if failed and len(failed) == len(questions):  # nothing was retrieved: not a materialization
+        raise _failure(st.QuestionsFailed(failed, len(questions)), key=keys.retrieval)
     table = st.read_retrievals(path)
     return MaterializeResult(
+        check_results=[retrieval_check(failed, len(questions))],
         metadata={
             "reused": reused,
             "key": keys.retrieval,
@@ -321,7 +335,7 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
     questions = load_questions(cfg.questions)
     metric = cfg.scoring.metric
     answers = st.read_answers(st.ensemble_path(lake, keys.ensemble))
-    scored = st.score_answers(questions, answers, st.corpus_ids(lake), metric)
+    scored = score_answers(questions, answers, st.corpus_ids(lake), metric)
     path = st.score_path(lake, st.score_key(keys.ensemble, metric))
     if scored is None:
         write_parquet_atomic(pa.table({"id": pa.array([], pa.string())}), path)
@@ -347,9 +361,9 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
             "false_answer_rate": report.false_answer_rate if report.false_answer_rate is not None else "n/a",
             "per_flag": MetadataValue.json({k: v.as_dict() for k, v in report.per_flag.items()}),
             "questions": len(rows),
-            "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
+            "per_type_accuracy": MetadataValue.json(per_type_accuracy(rows)),
             "errors": MetadataValue.json(report.error_counts()),
-            "worst": MetadataValue.md(st.worst_table(rows)),
+            "worst": MetadataValue.md(worst_table(rows)),
             "path": MetadataValue.path(str(path)),
         },
         data_version=DataVersion(f"{st.score_key(keys.ensemble, metric)}:{report.final:.6f}"),
@@ -408,6 +422,21 @@ def answer_checks(cfg: QAConfig, answers: dict[str, Any], corpus: list[str]) -> 
             metadata={"unknown_refs": MetadataValue.json(unknown[:20]), "indexed_documents": len(known)},
         ),
     ]
+
+
+def retrieval_check(failed: dict[str, str], total: int) -> AssetCheckResult:
+    """The questions whose retrieval failed (shown beside a partly failed materialization)."""
+    return AssetCheckResult(
+        check_name="every_question_retrieved",
+        passed=not failed,
+        severity=AssetCheckSeverity.ERROR,
+        description=f"{len(failed)} of {total} retrievals failed; re-run to retry them" if failed else None,
+        metadata={
+            "questions": total,
+            "failed_questions": len(failed),
+            "failed": MetadataValue.json(dict(list(failed.items())[:20])),
+        },
+    )
 
 
 def score_range_check(parts: dict[str, float]) -> AssetCheckResult:

@@ -25,6 +25,7 @@ from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import spec_of
 from kohaku_rag.answering.cross_ensemble import gather, members_of, vote_spec
+from kohaku_rag.answering.scoring import per_type_accuracy, score_answers, worst_table
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 
@@ -64,7 +65,7 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
     first = next(iter(members.values()))
     metric = first.scoring.metric  # the first member config's choice
     questions = load_questions(first.questions)
-    scored = st.score_answers(questions, answers, st.corpus_ids(lake), metric)
+    scored = score_answers(questions, answers, st.corpus_ids(lake), metric)
     if scored is not None:
         report, rows = scored
         st.write_rows(rows, st.score_path(lake, st.score_key(pool.key, metric)), {"final": str(report.final)})
@@ -75,8 +76,8 @@ def cross_ensemble(context: AssetExecutionContext, settings: KohakuSettings) -> 
                 "value": round(report.value, 4),
                 "ref": round(report.ref, 4),
                 "na": round(report.na, 4),
-                "per_type_accuracy": MetadataValue.json(st.per_type_accuracy(rows)),
-                "worst": MetadataValue.md(st.worst_table(rows)),
+                "per_type_accuracy": MetadataValue.json(per_type_accuracy(rows)),
+                "worst": MetadataValue.md(worst_table(rows)),
             }
         )
     metadata["seconds"] = round(time.perf_counter() - started, 3)

@@ -28,7 +28,8 @@ REFRESH_WHEN = after_deps_update("refresh after any score update")
     code_version="1",
     automation_condition=REFRESH_WHEN,
     description="Every scored config and ensemble in one Parquet table: "
-    f"`duckdb -c \"from '{lake_path('qa', 'leaderboard.parquet')}'\"`; each row's `index_version` is the "
+    f"`{lake_path('qa', 'leaderboard.parquet')}` (in Python: `duckdb.sql(\"from '<that file>'\").show()`; DuckDB "
+    "is installed with kohaku-lake, its `duckdb` command is not); each row's `index_version` is the "
     "index its answers were retrieved from (the `vector_index` data version); `not_scored` names the configs never "
     "run (their `scores` partitions show as missing). Up to date when "
     "refreshed after the latest scores and cross-config ensembles (automation condition, sensor on).",

@@ -1,5 +1,6 @@
 """What people asked `kohaku serve`: the `served_answers` table, one partition per UTC day
-with answers.
+with answers; and what they said about the answers, `served_feedback`, with the `feedback`
+question set built from it.
 
 The server appends each answer to its day's Parquet file as it serves it
 (kohaku_rag.serving.served); `served_answers_sensor` registers each such day as a partition
@@ -7,6 +8,7 @@ and records the file's rows as the day's materialization when the file changes, 
 sees in the UI what is asked, with which config, how fast, and can turn real questions into
 an evaluation set. Materializing a day from the UI reads the file back the same way."""
 
+import csv
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -24,6 +26,8 @@ from dagster import (
 
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, served_days
 from kohaku_assets.resources import KohakuSettings, lake_path
+from kohaku_rag.evaluation.wattbot_csv import REVIEW_COLUMN, is_true_flag
+from kohaku_rag.serving.feedback import FEEDBACK, feedback_set_path, read_feedback, write_question_set
 from kohaku_rag.serving.served import SERVED, day_path, read_day
 
 PREVIEW_ROWS = 20
@@ -80,3 +84,39 @@ def day_metadata(path: Path) -> dict[str, Any]:
 )
 def served_answers(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
     return MaterializeResult(metadata=day_metadata(day_path(settings.lake, context.partition_key)))
+
+
+def feedback_metadata(settings: KohakuSettings, path: Path) -> dict[str, Any]:
+    """Counts of the verdicts and of the question set's rows, reviewed or waiting."""
+    verdicts = Counter(r["verdict"] for r in read_feedback(settings.lake))
+    rows = []
+    if path.exists():
+        with path.open(encoding="utf-8", newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    reviewed = sum(is_true_flag(r.get(REVIEW_COLUMN) or "") for r in rows)
+    return {
+        "verdicts": sum(verdicts.values()),
+        "right": verdicts.get("right", 0),
+        "wrong": verdicts.get("wrong", 0),
+        "questions": len(rows),
+        "reviewed": reviewed,
+        "waiting_for_review": len(rows) - reviewed,
+        "question_set": MetadataValue.path(str(path)),
+    }
+
+
+@asset(
+    name=FEEDBACK,
+    group_name=ANSWERING_GROUP,
+    owners=OWNERS,
+    tags=ANSWERING_TAGS,
+    kinds={"parquet", "csv", "python"},
+    code_version="1",
+    description="What users said about served answers (right, or wrong with a correction), kept by the server in "
+    f"`{lake_path(FEEDBACK, 'data.parquet')}`, and the `feedback` question set built from it, "
+    "`qa/question_sets/feedback.csv` (a WattBot question file; a row counts once a reviewer sets `reviewed` to "
+    'yes). A config with `questions = "feedback"` scores on it through the same leaderboard.',
+)
+def served_feedback(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
+    path = write_question_set(settings.lake) if read_feedback(settings.lake) else feedback_set_path(settings.lake)
+    return MaterializeResult(metadata=feedback_metadata(settings, path))

@@ -23,9 +23,10 @@ from kohaku_assets.cli import score as score_cli
 from kohaku_assets.cli import serve as serve_cli
 from kohaku_assets.cli.answering import add_parsers, cmd_ask
 from kohaku_assets.cli.supervise import supervise
+from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
-from kohaku_assets.runner import PROCESS_MODELS, instance_for, run_index
-from kohaku_rag.answering.qa_config import load_qa_config
+from kohaku_assets.runner import PROCESS_MODELS, run_index
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.indexing.corpus import check_corpus_folder

@@ -19,13 +19,18 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import PROCESS_MODELS, run_config, run_ensemble
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import (
+    NAMED_SET,
     config_of,
+    configs_dir,
     eval_config_name,
     eval_ensemble_name,
     is_ensemble_name,
+    question_set_path,
     spec_of,
 )
 from kohaku_rag.answering.leaderboard import ref_urls_for
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.scoring import score_answers
 from kohaku_rag.api import Rag
 from kohaku_rag.evaluation.metrics import METRICS
 from kohaku_rag.evaluation.records import Answer, Question
@@ -62,20 +67,26 @@ def cmd_ask(args: argparse.Namespace, settings: KohakuSettings) -> int:
 
 def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
     say: Say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    questions_csv = questions_arg(settings, args.config, args.questions)
+    if not load_questions(questions_csv):
+        raise ValueError(
+            f"{questions_csv}: no questions to answer (a file with a `reviewed` column counts the rows a reviewer "
+            "marked yes)"
+        )
     if is_ensemble_name(settings.lake, args.config):
         if args.run is not None:
             raise ValueError(
                 f"--run: {args.config} is an ensemble of configs; export a member's run with --config MEMBER"
             )
-        name, questions, answers = _eval_ensemble(settings, args.config, Path(args.questions), say)
+        name, questions, answers = _eval_ensemble(settings, args.config, questions_csv, say)
     else:
-        name, questions, answers = _eval_config(settings, args.config, Path(args.questions), args.run, say)
+        name, questions, answers = _eval_config(settings, args.config, questions_csv, args.run, say)
     default_name = name if args.run is None else f"{name}-run{args.run}"
     out = Path(args.out) if args.out else st.submission_path(settings.lake, default_name)
     write_submission_csv(out, questions, answers, ref_urls_for(settings.corpus, answers))
     say(f"wrote {out}")
     metric = args.metric or _metric_of(settings, name)
-    scored = st.score_answers(questions, answers, st.corpus_ids(settings.lake), metric)
+    scored = score_answers(questions, answers, st.corpus_ids(settings.lake), metric)
     summary: dict[str, object] = {
         "config": name,
         "run": args.run,
@@ -102,6 +113,21 @@ def cmd_eval(args: argparse.Namespace, settings: KohakuSettings) -> int:
             f"--submission {out} --metric {other}")  # fmt: skip
     print(json.dumps(summary))
     return 0
+
+
+def questions_arg(settings: KohakuSettings, config: str, questions: str | None) -> Path:
+    """The question file `kohaku eval` answers: --questions (a CSV path, or the name of one of
+    the lake's question sets such as `feedback`), else the one the config names."""
+    if questions is None:
+        if config == "default" and not (configs_dir(settings.lake) / "default.toml").exists():
+            return Path(QAConfig().questions)
+        return Path(questions_file(settings, config))
+    if NAMED_SET.match(questions):
+        path = question_set_path(settings.lake, questions)
+        if not path.exists():
+            raise ValueError(f"--questions {questions}: no question set {questions} (no {path})")
+        return path
+    return Path(questions)
 
 
 def _metric_of(settings: KohakuSettings, name: str) -> str:
@@ -171,7 +197,12 @@ def add_parsers(
     p.set_defaults(func=lambda a: cmd_ask(a, settings_of(a)))
 
     p = sub.add_parser("eval", parents=[common], help="answer a WattBot question file with a config and score it")
-    p.add_argument("--questions", required=True, help="WattBot-format CSV")
+    p.add_argument(
+        "--questions",
+        default=None,
+        help="WattBot-format CSV, or a question set of the lake by name (feedback: qa/question_sets/feedback.csv); "
+        "default: the questions the config names",
+    )
     p.add_argument(
         "--config",
         default="default",

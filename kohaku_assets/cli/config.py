@@ -18,7 +18,8 @@ from typing import Any
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_of
-from kohaku_rag.answering.qa_config import QAConfig, config_to_mapping, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import config_to_mapping, dump_toml, load_qa_config
 from kohaku_rag.http_retry import redact_urls
 
 

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from kohaku_assets.instance import fail_orphaned_runs, instance_for, orphaned_runs
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import fail_orphaned_runs, instance_for, orphaned_runs, run_index
+from kohaku_assets.runner import run_index
 from kohaku_rag.doctor import Finding, check_lake, repair_lake
 from kohaku_rag.lake_lock import hold_lake
 

@@ -24,10 +24,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kohaku_assets.assets import PER_CONFIG
 from kohaku_assets.dagster_private import PartitionBackfill, make_new_backfill_id
 from kohaku_assets.definitions import defs
+from kohaku_assets.instance import instance_for
 from kohaku_assets.jobs import leaderboard_job, sweep_report_job
 from kohaku_assets.partitions import CONFIGS, SWEEPS
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import RunFailed, failure_message, instance_for, run_config, run_job
+from kohaku_assets.runner import RunFailed, failure_message, run_config, run_job
 from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.experiments.report import build_report, render_markdown, report_dir
 from kohaku_rag.experiments.sweep import Member, Sweep, sweep_of, write_members

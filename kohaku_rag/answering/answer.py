@@ -47,8 +47,8 @@ from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatModel, ChatResult, ContextOverflowError
 from kohaku_rag.llm.base import UnusableReply
+from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem
 from kohaku_rag.stores.vectors import MAX_K
 
 # The answering API as it was when all of it lived here (callers import it from this module).

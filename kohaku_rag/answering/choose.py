@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
 from kohaku_rag.evaluation.normalise import format_number, unit_factor
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 OTHER = "other"
 COMPUTED = "computed"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from kohaku_rag.answering.prompt import enum_spelling
 from kohaku_rag.evaluation.normalise import is_blank_value
 from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 
 def states(text: str, value: str) -> bool:

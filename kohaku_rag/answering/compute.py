@@ -34,7 +34,7 @@ from typing import Any
 from kohaku_rag.answering.citing import states
 from kohaku_rag.evaluation.normalise import format_number, is_blank_value, normalise_answer, unit_factor
 from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 MAX_EXPRESSION = 80
 _BINARY: dict[type, Callable[[float, float], float]] = {

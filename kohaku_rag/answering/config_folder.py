@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 from kohaku_rag.answering.ensemble_spec import EnsembleSpec, dump_spec, load_ensemble_spec
-from kohaku_rag.answering.qa_config import QAConfig, dump_json, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_json, dump_toml, load_qa_config
 from kohaku_rag.config_files import named_files
 from kohaku_rag.lake import Lake, check_key
 
@@ -26,6 +28,17 @@ def configs_dir(lake: Lake) -> Path:
 
 def ensembles_dir(configs_folder: Path) -> Path:
     return Path(configs_folder) / ENSEMBLES_FOLDER
+
+
+# A question set named in a config (`questions = "feedback"`) or on the command line
+# (`kohaku eval --questions feedback`): a bare name, not a path.
+NAMED_SET = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def question_set_path(lake: Lake, name: str) -> Path:
+    """The lake's question set `name`: `<lake>/qa/question_sets/<name>.csv` (the `feedback`
+    set is built by the server from what its users said)."""
+    return lake.root / "qa" / "question_sets" / f"{check_key(name)}.csv"
 
 
 def config_files(folder: Path) -> dict[str, Path]:

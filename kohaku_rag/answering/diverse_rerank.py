@@ -34,9 +34,10 @@ from kohaku_rag.answering.qa_config import RetrievalPart
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
 from kohaku_rag.llm.base import UnusableReply, extract_json, loads_json
 from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
+from kohaku_rag.retrieval.context import ContextItem, pack
 from kohaku_rag.retrieval.rerankers import EmbeddingReranker, Reranker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem, Retriever, pack
+from kohaku_rag.retrieval.retriever import Retriever
 
 __all__ = [
     "DiverseSearcher",

@@ -21,7 +21,9 @@ from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files
 from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
+from kohaku_rag.answering.scoring import per_type_accuracy
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.metrics import ScoredRow, summarise
 from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer
@@ -173,7 +175,7 @@ def _breakdown(path: Path) -> dict[str, Any]:
     rows = pq.read_table(path).to_pylist() if is_stored(path) else []
     errors = Counter(str(r["error_type"]) for r in rows)
     return {
-        "type_accuracy": json.dumps(st.per_type_accuracy(rows)) if rows else "{}",
+        "type_accuracy": json.dumps(per_type_accuracy(rows)) if rows else "{}",
         "error_types": json.dumps(dict(sorted(errors.items()))),
     }
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from kohaku_rag.answering.citing import states
 from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 
 @dataclass(frozen=True)

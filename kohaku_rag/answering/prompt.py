@@ -26,7 +26,7 @@ from kohaku_rag.evaluation.normalise import is_blank_value
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.llm import ChatRequest, Message
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 SYSTEM = (
     "You answer questions using only the context passages. Each passage starts with its "

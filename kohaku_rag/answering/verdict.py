@@ -12,7 +12,7 @@ from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatRequest
 from kohaku_rag.llm.base import one_word_request, word_logodds
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 VERDICT_SYSTEM = "You check statements against context passages."
 

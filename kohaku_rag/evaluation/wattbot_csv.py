@@ -30,6 +30,9 @@ WATTBOT_COLUMNS: tuple[str, ...] = (
     "explanation",
 )
 _REQUIRED_QUESTION_COLUMNS = ("id", "question", "answer_unit")
+# A question file with this column (the `feedback` set built from what users said) counts
+# only the rows a reviewer marked yes: corrections count once a person checked them.
+REVIEW_COLUMN = "reviewed"
 
 
 def _row_id(path: Path, line_no: int, row: dict[str | None, str | None], seen: Collection[str]) -> str:
@@ -50,7 +53,8 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
     Tolerates a UTF-8 BOM, CRLF line endings, quoted fields with commas/newlines, and
     missing answer columns (and a missing answer_unit column with `require_unit=False`,
     for retrieval-only use). A row gets a gold `Answer` when its `answer_value` is filled
-    (including `is_blank`, which marks an unanswerable question).
+    (including `is_blank`, which marks an unanswerable question). A file with a `reviewed`
+    column yields only the rows marked reviewed (yes/1/true).
     """
     path = Path(csv_path)
     try:
@@ -75,9 +79,12 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
     flag_columns = [c for c in FLAG_COLUMNS if c in header]
     questions: list[Question] = []
     seen: set[str] = set()
+    reviewed_only = REVIEW_COLUMN in header
     for line_no, row in enumerate(rows, start=2):
         qid = _row_id(path, line_no, row, seen)
         seen.add(qid)
+        if reviewed_only and not is_true_flag(row.get(REVIEW_COLUMN) or ""):
+            continue
         unit = (row.get("answer_unit") or "").strip() or BLANK
         questions.append(
             Question(
@@ -116,6 +123,12 @@ def _flags_of(path: Path, line_no: int, row: dict[str, str], columns: Sequence[s
 
 
 _TRUE_FLAGS = frozenset({"1", "1.0", "true", "yes", "y", "t"})
+
+
+def is_true_flag(cell: str) -> bool:
+    return cell.strip().lower() in _TRUE_FLAGS
+
+
 _FALSE_FLAGS = frozenset({"", "0", "0.0", "false", "no", "n", "f", "nan"})
 _REQUIRED_SUBMISSION_COLUMNS = ("id", "answer_value", "ref_id")
 

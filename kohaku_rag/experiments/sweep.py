@@ -28,13 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from kohaku_rag.answering.config_folder import config_files, configs_dir
-from kohaku_rag.answering.qa_config import (
-    QAConfig,
-    config_to_mapping,
-    dump_json,
-    load_qa_config,
-    qa_config_from_mapping,
-)
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import config_to_mapping, dump_json, load_qa_config, qa_config_from_mapping
 from kohaku_rag.config_files import ConfigKeyError, locate, named_files, read_config_data, stable_hash
 from kohaku_rag.lake import Lake, check_key, write_bytes_atomic
 

@@ -10,6 +10,7 @@ request: each slot holds its reply or the exception that ended it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 import time
@@ -35,6 +36,7 @@ from kohaku_rag.http_retry import (
 )
 from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, extract_json
+from kohaku_rag.llm.reply_stream import ReplySink, reply_sink
 
 log = logging.getLogger(__name__)
 
@@ -157,17 +159,24 @@ class OpenAIChat:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         limits = httpx.Limits(max_connections=self.max_concurrent, max_keepalive_connections=self.max_concurrent)
         sem = asyncio.Semaphore(self.max_concurrent)
+        # One request's reply goes to the reply sink as it is written (the ask page, a chat
+        # client); a batch's replies would interleave, so a batch is never streamed.
+        sink = reply_sink() if len(reqs) == 1 else None
         async with httpx.AsyncClient(headers=headers, timeout=self.timeout, limits=limits) as client:
-            outcomes = await asyncio.gather(*(self._complete_one(client, sem, r) for r in reqs), return_exceptions=True)
+            outcomes = await asyncio.gather(
+                *(self._complete_one(client, sem, r, sink) for r in reqs), return_exceptions=True
+            )
         return [o if isinstance(o, (ChatResult, Exception)) else BackendError(repr(o)) for o in outcomes]
 
-    async def _complete_one(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: ChatRequest) -> ChatResult:
+    async def _complete_one(
+        self, client: httpx.AsyncClient, sem: asyncio.Semaphore, req: ChatRequest, sink: ReplySink | None = None
+    ) -> ChatResult:
         failures = 0
         while True:
             mode = self._mode
             try:
                 async with sem:  # the slot is held for the HTTP call only, not the back-off
-                    return await self._attempt(client, req, mode)
+                    return await self._attempt(client, req, mode, sink)
             except _FormatUnsupported:
                 self._fall_back_from(mode)  # not a failure: the next mode is a different ask
                 continue
@@ -187,10 +196,15 @@ class OpenAIChat:
                 )
                 await asyncio.sleep(delay)
 
-    async def _attempt(self, client: httpx.AsyncClient, req: ChatRequest, mode: Structured) -> ChatResult:
+    async def _attempt(
+        self, client: httpx.AsyncClient, req: ChatRequest, mode: Structured, sink: ReplySink | None = None
+    ) -> ChatResult:
         started = time.perf_counter()
+        payload = self._payload(req, mode)
+        if sink is not None and "logprobs" not in payload:  # logprobs come whole, not streamed
+            payload["stream"] = True
         try:
-            resp = await self._post(client, self._payload(req, mode))
+            resp = await self._post(client, payload, sink if payload.get("stream") else None)
         except httpx.TimeoutException:
             raise Retryable(f"no reply within {self.timeout:g}s") from None
         except httpx.TransportError as exc:
@@ -207,12 +221,18 @@ class OpenAIChat:
             raise _FormatUnsupported()
         raise BackendError(f"{self._where}: HTTP {status}: {body}")
 
-    async def _post(self, client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:
-        """The reply, its body read as it streams in and refused past `max_reply_bytes`."""
+    async def _post(
+        self, client: httpx.AsyncClient, payload: dict[str, Any], sink: ReplySink | None = None
+    ) -> httpx.Response:
+        """The reply, its body read as it streams in and refused past `max_reply_bytes`. A
+        streamed reply (SSE chunks) sends each piece of text to `sink` as it arrives and is
+        returned as the chat completion it adds up to."""
         async with client.stream("POST", self._url, json=payload) as resp:
             declared = resp.headers.get("Content-Length", "")
             if declared.isdigit() and int(declared) > self.max_reply_bytes:
                 self._too_large(f"{int(declared)} bytes declared")
+            if sink is not None and resp.status_code == 200 and "event-stream" in resp.headers.get("content-type", ""):
+                return await self._read_stream(resp, sink)
             body = bytearray()
             async for chunk in resp.aiter_bytes():
                 body += chunk
@@ -221,6 +241,34 @@ class OpenAIChat:
             # The body is decoded already (gzip): the headers that describe the wire form go.
             headers = [(k, v) for k, v in resp.headers.items() if k.lower() not in _WIRE_HEADERS]
             return httpx.Response(resp.status_code, headers=headers, content=bytes(body), request=resp.request)
+
+    async def _read_stream(self, resp: httpx.Response, sink: ReplySink) -> httpx.Response:
+        """OpenAI's streamed chunks (`data: {...}` lines, then `data: [DONE]`) read into one
+        chat completion, each content piece sent to `sink` on the way."""
+        text: list[str] = []
+        finish: str | None = None
+        usage: dict[str, Any] = {}
+        size = 0
+        async for line in resp.aiter_lines():
+            size += len(line)
+            if size > self.max_reply_bytes:
+                self._too_large(f"over {self.max_reply_bytes} bytes read")
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            try:
+                data = json.loads(line[5:])
+            except ValueError:
+                raise Retryable(f"a streamed chunk is not JSON: {self._redact(line[:200])!r}") from None
+            usage = data.get("usage") or usage
+            for choice in data.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content") or ""
+                if piece:
+                    text.append(piece)
+                    sink(piece)
+                finish = choice.get("finish_reason") or finish
+        message = {"role": "assistant", "content": "".join(text)}
+        body = {"choices": [{"index": 0, "message": message, "finish_reason": finish or "stop"}], "usage": usage}
+        return httpx.Response(200, json=body, request=resp.request)
 
     def _too_large(self, seen: str) -> None:
         raise BackendError(

@@ -31,6 +31,8 @@ _NUMBER = re.compile(r"[-+±−]?[\d.,]+\s*%?")  # taller filled rectangles are 
 class FoundTable:
     bbox: BBox
     rows: tuple[tuple[str, ...], ...]
+    # Each printed row's box, the table's width wide (a cited row is highlighted on its page).
+    row_boxes: tuple[BBox, ...] = ()
 
     def text(self) -> str:
         return "\n".join(" | ".join(row) for row in self.rows)
@@ -127,40 +129,57 @@ def find_page_tables(page: pymupdf.Page, lines: Sequence[Line], words: Sequence[
         header = tab.header
         if header.external and any(header.cells):
             grid.insert(0, list(header.cells))
-        rows = _rows(grid, words)
+        boxed = _rows(grid, words)
+        rows = [row for row, _ in boxed]
         if len(rows) < 2 or max(len(r) for r in rows) < 2:
             continue
         bbox = tuple(tab.bbox)
         if header.external:
             hb = header.bbox
             bbox = (min(bbox[0], hb[0]), min(bbox[1], hb[1]), max(bbox[2], hb[2]), max(bbox[3], hb[3]))
-        out.append(FoundTable(bbox=bbox, rows=tuple(rows)))
+        boxes = tuple((bbox[0], b[1], bbox[2], b[3]) for _, b in boxed)
+        out.append(FoundTable(bbox=bbox, rows=tuple(rows), row_boxes=boxes))
     return out
 
 
-def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> list[tuple[str, ...]]:
+def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> list[tuple[tuple[str, ...], BBox]]:
+    """The table's printed rows, each with its box (the grid row's, or a split row's words')."""
     rows: list[list[str]] = []
+    boxes: list[BBox] = []
     for r, cells in enumerate(grid):
         per_cell = [_cell_words(c, words) for c in cells]
         lines = _baselines([w for ws in per_cell for w in ws])
+        grid_box = _union([c for c in cells if c is not None])
         if r == 0 or len(lines) < 2:
             rows.append([_join(ws) for ws in per_cell])
+            boxes.append(grid_box)
             continue
         split = [[_join([w for w in ws if _nearest(w, lines) == k]) for ws in per_cell] for k in range(len(lines))]
         # only split when every printed row has at least two filled cells; otherwise it is
         # wrapped text inside one cell
         if all(sum(bool(c) for c in row) >= 2 for row in split):
             rows.extend(split)
+            for k in range(len(lines)):
+                printed = _union([w[:4] for ws in per_cell for w in ws if _nearest(w, lines) == k])
+                boxes.append((grid_box[0], printed[1], grid_box[2], printed[3]))
         else:
             rows.append([_join(ws) for ws in per_cell])
+            boxes.append(grid_box)
     # a header wrapped onto a second grid row ("Intensity" / "(gCO2e/kWh)") is one row
     if len(rows) >= 3 and rows[1] and not rows[1][0] and not any(_NUMBER.fullmatch(c) for c in rows[1] if c):
         rows[0] = [f"{a} {b}".strip() for a, b in zip(rows[0], rows[1])]
         del rows[1]
+        boxes[0] = _union([boxes[0], boxes.pop(1)])
     # drop columns that are empty everywhere (spanned cells leave them)
     keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
     table = [tuple(r[j] if j < len(r) else "" for j in keep) for r in rows]
-    return [row for row in table if any(row)]
+    return [(row, box) for row, box in zip(table, boxes, strict=True) if any(row)]
+
+
+def _union(boxes: Sequence[Sequence[float]]) -> BBox:
+    if not boxes:
+        return (0.0, 0.0, 0.0, 0.0)
+    return (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))
 
 
 def _cell_words(cell: BBox | None, words: Sequence[Word]) -> list[Word]:

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from kohaku_rag.answering.followup import Turn
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
+from kohaku_rag.serving.jobs import AnswerJobs, Job
 from kohaku_rag.serving.service import AnswerService
-from kohaku_rag.serving.sse import event, progress_stream
+from kohaku_rag.serving.sse import event
 
 MAX_BUDGET_CHARS = 50_000
 
@@ -61,23 +67,151 @@ async def search(request: Request) -> Response:
 
 
 def wants_stream(request: Request, body: dict[str, Any]) -> bool:
-    return body.get("stream") is True or "text/event-stream" in request.headers.get("accept", "")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ApiError(400, f"stream: give true or false, not {json.dumps(stream)[:40]}")
+    return stream is True or "text/event-stream" in request.headers.get("accept", "")
+
+
+MAX_HISTORY = 40
+MAX_TURN_CHARS = 20_000
+
+
+def history_of(raw: object, where: str) -> tuple[Turn, ...]:
+    """A conversation's earlier turns: [{"role": "user" | "assistant", "content": str}, ...]
+    (other roles, such as a chat client's system prompt, are left out)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_HISTORY:
+        raise ApiError(400, f"{where}: give a list of at most {MAX_HISTORY} {{role, content}} messages")
+    turns = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise ApiError(400, f"{where}[{i}]: give an object {{role, content}}")
+        content = text_of(m.get("content"))
+        if content is None or len(content) > MAX_TURN_CHARS:
+            raise ApiError(400, f"{where}[{i}].content: give text of at most {MAX_TURN_CHARS} characters")
+        if m.get("role") in ("user", "assistant") and content.strip():
+            turns.append(Turn(m["role"], content))
+    return tuple(turns)
+
+
+def text_of(content: object) -> str | None:
+    """A message's text: a string, or OpenAI's content parts (their text parts)."""
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content if isinstance(content, str) else None
+
+
+def jobs_of(request: Request) -> AnswerJobs:
+    jobs: AnswerJobs = request.app.state.jobs
+    return jobs
 
 
 async def ask(request: Request) -> Response:
-    service = service_of(request)
+    """Start (or join) the answer to a question. Streamed: an `answer` event with its id,
+    progress events, then `done` or `error`. Plain: the answer as JSON with its id."""
+    jobs = jobs_of(request)
     body = await read_json(request)
-    question = service.check_question(body.get("question"))
-    config, unit = optional_str(body, "config"), optional_str(body, "unit")
-    if not wants_stream(request, body):
-        return JSONResponse(await service.ask(question, config, unit, lambda _p: None))
-    service.gate(service.named_config(config).config).check_room()  # a 429 before the stream starts
+    stream = wants_stream(request, body)
+    history = history_of(body.get("history"), "history")
+    job = jobs.start(body.get("question"), optional_str(body, "config"), optional_str(body, "unit"), "api", history)
+    if not stream:
+        answered = await jobs.wait(job, request.is_disconnected)
+        await jobs.delivered(job)
+        return JSONResponse(answered.response)
+    return answer_stream(jobs, job)
 
-    async def events() -> Any:
-        async for kind, payload in progress_stream(lambda say: service.ask(question, config, unit, say)):
+
+def answer_stream(jobs: AnswerJobs, job: Job) -> StreamingResponse:
+    """A job's events as SSE, from its start (a client that reconnects sees the stages again)."""
+
+    async def events() -> AsyncIterator[str]:
+        yield event("answer", {"answer_id": job.answer_id, "question": job.question, "config": job.config})
+        async for kind, payload in jobs.follow(job):
+            if "standalone_question" in payload and kind == "progress":
+                kind = "answer"  # the follow-up as it is answered ("answered as: ...")
+                payload = {"answer_id": job.answer_id, "question": job.question, "config": job.config, **payload}
             yield event(kind, payload)
+            if kind == "done":
+                await jobs.delivered(job)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def answer(request: Request) -> Response:
+    """An answer by id: the answer once done (200), its progress while it runs (202), or
+    (asked as SSE: `Accept: text/event-stream` or `?stream=true`) its events from the start."""
+    jobs = jobs_of(request)
+    answer_id = request.path_params["answer_id"]
+    job = jobs.get(answer_id)
+    if job is None:
+        served = await anyio.to_thread.run_sync(lambda: jobs.service.served_answer(answer_id))
+        if served is None:
+            raise ApiError(404, f"no answer {answer_id[:40]!r} (answers are kept while the server runs, "
+                           "and once delivered in served_answers)")  # fmt: skip
+        if "text/event-stream" in request.headers.get("accept", "") or request.query_params.get("stream") == "true":
+            done = event("answer", {"answer_id": answer_id, "question": served["question"], "config": served["config"]})
+            return Response(done + event("done", served), media_type="text/event-stream")
+        return JSONResponse(served)
+    if "text/event-stream" in request.headers.get("accept", "") or request.query_params.get("stream") == "true":
+        return answer_stream(jobs, job)
+    if job.answered is not None:
+        await jobs.delivered(job)
+        return JSONResponse(job.answered.response)
+    if job.error is not None:
+        raise job.error
+    return JSONResponse(job.status(), status_code=202)
+
+
+FEEDBACK_LIMITS = {"correct_value": 200, "correct_unit": 100, "correct_ref": 200, "comment": 2000}
+
+
+async def feedback(request: Request) -> Response:
+    """A verdict on an answer: `{answer_id, verdict: "right" | "wrong", correct_value?,
+    correct_unit?, correct_ref?, comment?}`. Kept in served_feedback; the `feedback` question
+    set (qa/question_sets/feedback.csv) is rebuilt from it, its new row waiting for review."""
+    jobs = jobs_of(request)
+    service = jobs.service
+    body = await read_json(request)
+    answer_id = optional_str(body, "answer_id") or ""
+    job = jobs.get(answer_id)
+    response = job.answered.response if job is not None and job.answered is not None else None
+    if response is None:
+        response = await anyio.to_thread.run_sync(lambda: service.served_answer(answer_id))
+    if response is None:
+        raise ApiError(404, f"answer_id: no answer {answer_id[:40]!r} to give feedback on")
+    verdict = body.get("verdict")
+    if verdict not in VERDICTS:
+        raise ApiError(400, 'verdict: give "right" or "wrong"')
+    fields: dict[str, str | None] = {}
+    for key, limit in FEEDBACK_LIMITS.items():
+        value = (optional_str(body, key) or "").strip()
+        if len(value) > limit:
+            raise ApiError(400, f"{key}: at most {limit} characters")
+        fields[key] = value or None
+    if fields["correct_ref"] and fields["correct_ref"] not in service.documents.ids():
+        raise ApiError(400, f"correct_ref: no document {fields['correct_ref']!r} in the lake (GET /api/documents)")
+    row = {
+        "time": datetime.now(UTC),
+        "answer_id": answer_id,
+        "question": response["question"],
+        "config": response["config"],
+        "served_answer": response["answer"],
+        "served_value": response["value"],
+        "served_unit": response["unit"],
+        "served_refs": list(response["refs"]),
+        "verdict": verdict,
+        **fields,
+    }
+    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row))
+    return JSONResponse(
+        {
+            "kept": True,
+            "question_id": question_id(response["question"]),
+            "question_set": service.lake_relative(str(path)),
+        }
+    )
 
 
 async def documents(request: Request) -> Response:
@@ -114,7 +248,10 @@ async def page_png(request: Request) -> Response:
     service = service_of(request)
     page = _page_number(request.path_params["page"])
     highlight = request.query_params.get("highlight") or None
-    png = service.documents.render_page(request.path_params["doc_id"], page, highlight, service.settings.render_dpi)
+    value = _value_param(request)
+    png = service.documents.render_page(
+        request.path_params["doc_id"], page, highlight, service.settings.render_dpi, value
+    )
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
 
 
@@ -124,7 +261,16 @@ async def node_text(request: Request) -> Response:
     node_id = request.query_params.get("highlight") or ""
     if not node_id:
         raise ApiError(400, "give ?highlight=<node_id>")
-    return JSONResponse(service_of(request).documents.marked_text(request.path_params["doc_id"], node_id))
+    docs = service_of(request).documents
+    return JSONResponse(docs.marked_text(request.path_params["doc_id"], node_id, _value_param(request)))
+
+
+def _value_param(request: Request) -> str | None:
+    """`?value=`: the answer's value, so a cited table marks the row stating it."""
+    value = request.query_params.get("value") or None
+    if value is not None and len(value) > 100:
+        raise ApiError(400, "value: at most 100 characters")
+    return value
 
 
 async def configs(request: Request) -> Response:
@@ -136,6 +282,8 @@ ROUTES = [
     Route("/healthz", healthz, methods=["GET"]),
     Route("/api/search", search, methods=["POST"]),
     Route("/api/ask", ask, methods=["POST"]),
+    Route("/api/answers/{answer_id}", answer, methods=["GET"]),
+    Route("/api/feedback", feedback, methods=["POST"]),
     Route("/api/documents", documents, methods=["GET"]),
     Route("/api/documents/{doc_id}", document, methods=["GET"]),
     Route("/api/documents/{doc_id}/pages/{page}.png", page_png, methods=["GET"]),

@@ -10,6 +10,7 @@ from starlette.middleware.cors import CORSMiddleware
 from kohaku_rag.models import ModelPool
 from kohaku_rag.serving import api, openai_routes, openapi, page
 from kohaku_rag.serving.errors import HANDLERS
+from kohaku_rag.serving.jobs import AnswerJobs
 from kohaku_rag.serving.limits import BearerAuth, BodyLimit
 from kohaku_rag.serving.service import AnswerService
 from kohaku_rag.serving.settings import ServeSettings
@@ -35,4 +36,5 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
         exception_handlers=HANDLERS,
     )
     app.state.service = AnswerService(settings, models)
+    app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after)
     return app

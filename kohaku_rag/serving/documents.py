@@ -16,6 +16,7 @@ import pymupdf
 from kohaku_rag.indexing.steps import SOURCES, TREES, read_source, read_tree
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.table_rows import is_table, stating_rows, table_lines, table_rects
 from kohaku_rag.tree import Node, NodeKind, Rect
 
 HIGHLIGHT = (1.0, 0.82, 0.0)  # the marker's yellow
@@ -93,8 +94,9 @@ class Documents:
             raise ApiError(404, f"no document {doc_id!r} in the lake")
         return doc_id
 
-    def render_page(self, doc_id: str, page: int, highlight: str | None, dpi: int) -> bytes:
-        """The PDF page as PNG, the sentences of node `highlight` painted over."""
+    def render_page(self, doc_id: str, page: int, highlight: str | None, dpi: int, value: str | None = None) -> bytes:
+        """The PDF page as PNG, the sentences of node `highlight` painted over (of a cited
+        table: its caption and the rows stating `value`)."""
         info = self.info(doc_id)
         if info.format != "pdf":
             raise ApiError(404, f"document {doc_id!r} is {info.format}, not a PDF: ask /api/documents/{doc_id}/text")
@@ -105,20 +107,26 @@ class Documents:
             if not 1 <= page <= pdf.page_count:
                 raise ApiError(404, f"document {doc_id!r} has pages 1 to {pdf.page_count}, not {page}")
             pg = pdf[page - 1]
-            for r in snapped_rects(pg, sentences, page):
+            texts = [s for s in sentences if not is_table(s)]
+            tables = [r for s in sentences if is_table(s) for r in table_rects(s, value) if r[0] == page]
+            for r in [*snapped_rects(pg, texts, page), *tables]:
                 pg.draw_rect(
                     pymupdf.Rect(r[1:]), color=None, fill=HIGHLIGHT, fill_opacity=HIGHLIGHT_OPACITY, overlay=True
                 )
             png: bytes = pg.get_pixmap(dpi=dpi).tobytes("png")
         return png
 
-    def marked_text(self, doc_id: str, node_id: str) -> dict[str, object]:
+    def marked_text(self, doc_id: str, node_id: str, value: str | None = None) -> dict[str, object]:
         """A node's paragraph with the node's sentences marked, for documents without pages
-        (and for the text beside a page image): `parts` alternate plain and marked text."""
+        (and for the text beside a page image): `parts` alternate plain and marked text. In
+        a cited table, the caption and the rows stating `value` are marked."""
         node = self.node(doc_id, node_id)
         para = node
         if node.kind is NodeKind.SENTENCE and node.parent_id is not None:
             para = self.node(doc_id, node.parent_id)
+        if is_table(para) and value and stating_rows(para.text, value):
+            return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
+                    "parts": table_parts(para.text, value)}  # fmt: skip
         marked = {s.text for s in self.sentences(doc_id, node_id)} if node.kind is NodeKind.SENTENCE else set()
         parts: list[dict[str, object]] = []
         text = para.text
@@ -138,6 +146,15 @@ class Documents:
         if not marked:  # a paragraph asked for: all of it is the evidence
             parts = [{"text": text, "marked": True}]
         return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page, "parts": parts}
+
+
+def table_parts(text: str, value: str) -> list[dict[str, object]]:
+    """A table's lines, the caption and the rows stating the value marked."""
+    caption, rows = table_lines(text)
+    stating = set(stating_rows(text, value))
+    lines = [(caption, True)] if caption else []
+    lines += [(row, i in stating) for i, row in enumerate(rows)]
+    return [{"text": line + "\n", "marked": marked} for line, marked in lines]
 
 
 def snapped_rects(page: pymupdf.Page, sentences: list[Node], page_no: int) -> list[Rect]:

@@ -1,48 +1,62 @@
-"""The OpenAI-compatible endpoint: `/v1/models` lists the configs as models,
-`/v1/chat/completions` answers the last user message with the config named by `model`.
+"""The OpenAI-compatible endpoint: `/v1/models` lists the configs as models (a broken
+config file marked `available: false` with the reason), `/v1/chat/completions` answers the
+last user message with the config named by `model`; the messages before it are the
+conversation a follow-up leans on (answering/followup.py rewrites it into a standalone
+question).
 
 The reply's content is the answer with `[1]`-style markers; the message also carries
 `references` (what each marker cites) and, for documents with a URL, OpenAI's
 `url_citation` annotations, so chat front ends (Open WebUI, the `openai` client) show the
-sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`; while the
-model works, SSE comment lines (`: planning`) keep the connection alive."""
+sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`: the answer is
+typed as the model writes it (the `answer` field of its JSON reply, from the reply sink),
+the rest of the content and the references follow when it is done; while the model works,
+SSE comment lines (`: planning`) keep the connection alive."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from kohaku_rag.serving.api import read_json, service_of
+from kohaku_rag.answering.followup import Turn
+from kohaku_rag.serving.api import history_of, jobs_of, read_json, service_of, text_of
 from kohaku_rag.serving.errors import ApiError
-from kohaku_rag.serving.sse import event, progress_stream
+from kohaku_rag.serving.sse import event
 
 OWNER = "kohaku-lake"
+_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"')
 
 
 async def models(request: Request) -> Response:
     service = service_of(request)
-    data = [{"id": name, "object": "model", "created": 0, "owned_by": OWNER} for name in service.config_names()]
+    data = []
+    for config in await anyio.to_thread.run_sync(service.configs):
+        model = {"id": config["name"], "object": "model", "created": 0, "owned_by": OWNER}
+        if not config["available"]:  # listed, so a user sees why their model is missing
+            model.update(available=False, error=config["error"])
+        data.append(model)
     return JSONResponse({"object": "list", "data": data})
 
 
-def last_user_message(body: dict[str, Any]) -> str:
+def conversation(body: dict[str, Any]) -> tuple[str, tuple[Turn, ...]]:
+    """The last user message (the question) and the turns before it (a follow-up's history)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages: give a list with at least one user message")
-    for m in reversed(messages):
+    for at in range(len(messages) - 1, -1, -1):
+        m = messages[at]
         if isinstance(m, dict) and m.get("role") == "user":
-            content = m.get("content")
-            if isinstance(content, list):  # content parts: the text ones
-                content = " ".join(
-                    p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
-                )
-            if isinstance(content, str) and content.strip():
-                return content
+            content = text_of(m.get("content"))
+            if content and content.strip():
+                return content, history_of(messages[:at], "messages")
     raise ApiError(400, "messages: no user message with text to answer")
 
 
@@ -90,30 +104,90 @@ def message_of(answer: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": content, "references": references, "annotations": annotations}
 
 
+def answer_so_far(raw: str) -> str:
+    """The `answer` string of a JSON reply the model is still writing, as far as it goes."""
+    found = _ANSWER_FIELD.search(raw)
+    if found is None:
+        return ""
+    rest, i = raw[found.end() :], 0
+    while i < len(rest) and rest[i] != '"':
+        if rest[i] == "\\":
+            step = 6 if rest[i + 1 : i + 2] == "u" else 2
+            if i + step > len(rest):
+                break  # an escape cut in the middle: wait for the rest
+            i += step
+        else:
+            i += 1
+    try:
+        text: str = json.loads(f'"{rest[:i]}"')
+    except ValueError:
+        return ""
+    return text
+
+
+class Typing:
+    """The message content as the model writes it: the reply's `answer` field, sent as it
+    grows; each attempt (a retry starts at "answering" again) is read afresh, and only text
+    that extends what was sent goes out (a sent piece cannot be taken back)."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.sent = ""
+
+    def stage(self, stage: str) -> None:
+        if stage == "answering":
+            self.raw = ""
+
+    def reply(self, piece: str) -> str:
+        self.raw += piece
+        text = answer_so_far(self.raw)
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            delta, self.sent = text[len(self.sent) :], text
+            return delta
+        return ""
+
+    def rest(self, content: str) -> str:
+        """What the final content adds to what was typed (all of it, after a break, when
+        the answer differs from the text typed)."""
+        if content.startswith(self.sent):
+            return content[len(self.sent) :]
+        return f"\n\n{content}"
+
+
+def check_stream(body: dict[str, Any]) -> bool:
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise ApiError(400, f"stream: give true or false, not {json.dumps(stream)[:40]}")
+    return stream
+
+
 async def chat_completions(request: Request) -> Response:
-    service = service_of(request)
+    jobs = jobs_of(request)
     body = await read_json(request)
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "model: give a config name (GET /v1/models lists them)")
-    question = service.check_question(last_user_message(body))
-    name = service.named_config(model or None).name
+    stream = check_stream(body)
+    question, history = conversation(body)
+    job = jobs.start(question, model or None, None, "openai", history)
+    name = job.config
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     created = int(time.time())
-    if body.get("stream") is not True:
-        answer = await service.ask(question, name, None, lambda _p: None, via="openai")
-        message = message_of(answer)
+    if not stream:
+        answered = await jobs.wait(job, request.is_disconnected)
+        await jobs.delivered(job)
+        message = message_of(answered.response)
         return JSONResponse(
             {
                 "id": completion_id,
                 "object": "chat.completion",
                 "created": created,
                 "model": name,
+                "answer_id": job.answer_id,
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
             }
         )
-    service.gate(service.named_config(name).config).check_room()
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
         payload = {
@@ -125,17 +199,24 @@ async def chat_completions(request: Request) -> Response:
         }
         return event(None, payload)
 
-    async def events() -> Any:
+    async def events() -> AsyncIterator[str]:
         yield chunk({"role": "assistant", "content": ""})
-        async for kind, payload in progress_stream(lambda say: service.ask(question, name, None, say, via="openai")):
+        typing = Typing()
+        async for kind, payload in jobs.follow(job):
             if kind == "progress" and "stage" in payload:  # a comment: clients ignore it, proxies see life
+                typing.stage(payload["stage"])
                 yield f": {payload['stage']}\n\n"
-            elif kind == "progress":  # the model's raw JSON reply as it is written: not the message content
-                continue
+            elif kind == "progress":  # the model's JSON reply as it is written: its answer, typed
+                delta = typing.reply(payload.get("reply", ""))
+                if delta:
+                    yield chunk({"content": delta})
             elif kind == "done":
                 message = message_of(payload)
-                yield chunk({"content": message["content"]})
+                rest = typing.rest(message["content"])
+                if rest:
+                    yield chunk({"content": rest})
                 yield chunk({"references": message["references"], "annotations": message["annotations"]}, "stop")
+                await jobs.delivered(job)
             else:
                 yield event(None, payload)
         yield "data: [DONE]\n\n"

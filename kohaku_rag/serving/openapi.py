@@ -56,8 +56,10 @@ ANSWER = _obj(
     context={"type": "array", "items": CONTEXT_ITEM},
     raw={"type": "array", "items": {"type": "object"}},
     seconds=NUM,
+    queued_seconds=NUM,
     config=STR,
     stored=BOOL,
+    answer_id=STR,
 )
 DOCUMENT = _obj(
     ["doc_id", "title", "url", "format", "pages"],
@@ -126,10 +128,34 @@ SCHEMA: dict[str, Any] = {
         },
         "/api/ask": {
             "post": _op(
-                "Answer a question (stream: progress events planning, retrieving, answering, the reply as the "
-                "bundled model writes it, done)",
+                "Answer a question (stream: an `answer` event with the answer_id, progress events queued, "
+                "planning, retrieving, answering, the reply as the model writes it, then done)",
                 {"content": {**_json(ANSWER)["content"], **_EVENTS}},
                 _obj(["question"], question=STR, config=STR, unit=STR, stream=BOOL),
+            )
+        },
+        "/api/answers/{answer_id}": {
+            "get": _op(
+                "An answer by its id: the answer (200), or while it runs its progress (202); as SSE "
+                "(Accept: text/event-stream or ?stream=true) its events from the start",
+                {"content": {**_json(ANSWER)["content"], **_EVENTS}},
+                parameters=[{"name": "answer_id", "in": "path", "required": True, "schema": STR}],
+            )
+        },
+        "/api/feedback": {
+            "post": _op(
+                "A verdict on an answer (right, or wrong with an optional correction); kept in served_feedback "
+                "and added to the feedback question set for review",
+                _json(_obj(["kept", "question_id", "question_set"], kept=BOOL, question_id=STR, question_set=STR)),
+                _obj(
+                    ["answer_id", "verdict"],
+                    answer_id=STR,
+                    verdict={"type": "string", "enum": ["right", "wrong"]},
+                    correct_value=STR,
+                    correct_unit=STR,
+                    correct_ref=STR,
+                    comment=STR,
+                ),
             )
         },
         "/api/documents": {

@@ -63,12 +63,18 @@ def read_day(path: Path) -> pa.Table:
     return pq.read_table(path, schema=SERVED_SCHEMA)
 
 
-def stored_responses(lake: Lake) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+def stored_responses(
+    lake: Lake,
+) -> tuple[dict[tuple[str, str, str, str, str], dict[str, Any]], dict[str, dict[str, Any]]]:
     """(question, unit, config, config_hash, index_version) -> the response served, for every
-    answer kept in the table (the latest wins)."""
+    answer kept in the table (the latest wins); and answer id -> the response served."""
     out: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
+    by_id: dict[str, dict[str, Any]] = {}
     for day in lake.partitions(SERVED):
         for r in read_day(day_path(lake, day)).to_pylist():
             key = (r["question"], r["unit"], r["config"], r["config_hash"], r["index_version"])
-            out[key] = json.loads(r["response"])
-    return out
+            response = json.loads(r["response"])
+            out[key] = response
+            if response.get("answer_id"):
+                by_id[response["answer_id"]] = response
+    return out, by_id

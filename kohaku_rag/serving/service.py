@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,23 +22,32 @@ import pyarrow.parquet as pq
 
 import kohaku_rag as kr
 from kohaku_rag.answering.config_folder import config_files, configs_dir
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.followup import Turn, standalone_question
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
 from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
 from kohaku_rag.models import ModelPool
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
 from kohaku_rag.serving.served import append_served, stored_responses
 from kohaku_rag.serving.settings import ServeSettings
+from kohaku_rag.serving.table_rows import is_table, states_value, table_quote
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
 Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Answered:
+    key: tuple[str, str, str, str, str]  # question, unit, config, its hash, the index version
+    response: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,7 @@ class AnswerService:
         self._rag: tuple[int | None, kr.Rag] | None = None
         self._gates: dict[tuple[str, str, str | None], Gate] = {}
         self._stored: dict[tuple[str, str, str, str, str], dict[str, Any]] | None = None
+        self._by_id: dict[str, dict[str, Any]] = {}
         self._index_version: tuple[tuple[object, ...] | None, str] | None = None
         self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
         self._lock = threading.Lock()
@@ -103,14 +112,30 @@ class AnswerService:
             return held[1]
         try:
             named = NamedConfig(name, load_qa_config(path))
-        except ValueError as exc:
-            raise ApiError(400, str(exc)) from exc
+        except (ValueError, OSError) as exc:
+            raise ApiError(400, f"config {name!r} is unavailable: {self.lake_relative(str(exc))}") from exc
         with self._lock:  # kept until the file changes (loading checks every key: ~0.1 s)
             self._configs[name] = (stamp, named)
         return named
 
+    def lake_relative(self, message: str) -> str:
+        """A message with the server's own paths shown relative to the lake (or the configs
+        folder): a client learns which file is wrong, not where the server keeps it."""
+        for root, shown in ((configs_dir(self.lake), "configs"), (self.lake.root, ".")):
+            message = message.replace(f"{root}/", f"{shown}/" if shown != "." else "").replace(str(root), shown)
+        return message
+
+    def config_problem(self, name: str) -> str | None:
+        """Why a config of the folder cannot answer (a broken file), or None when it can."""
+        try:
+            self.named_config(name)
+        except ApiError as exc:
+            return exc.message
+        return None
+
     def configs(self) -> list[dict[str, Any]]:
-        """Every config with its leaderboard scores (None where it was never scored)."""
+        """Every config with its leaderboard scores (None where it was never scored) and,
+        for a broken file, `available: false` and the reason."""
         scores: dict[str, dict[str, Any]] = {}
         board = leaderboard_path(self.lake)
         if board.exists():
@@ -120,10 +145,13 @@ class AnswerService:
         out = []
         for name in self.config_names():
             row = scores.get(name, {})
+            problem = self.config_problem(name)
             out.append(
                 {
                     "name": name,
                     "default": name == self.default_config(),
+                    "available": problem is None,
+                    "error": problem,
                     **{k: row.get(k) for k in ("final", "value", "ref", "na")},
                 }
             )
@@ -148,22 +176,31 @@ class AnswerService:
             raise ApiError(400, f"question: {len(question)} characters, at most {self.settings.max_question_chars}")
         return question.strip()
 
-    async def ask(
-        self, question: str, config: str | None, unit: str | None, progress: Progress, via: str = "api"
-    ) -> dict[str, Any]:
+    async def answer(
+        self,
+        question: str,
+        config: str | None,
+        unit: str | None,
+        progress: Progress,
+        started: float,
+        admitted: Callable[[], None] = lambda: None,
+        answer_id: str = "",
+        history: tuple[Turn, ...] = (),
+    ) -> Answered:
         """The answer as JSON: from a stored answer at once when the same question was
-        answered with the same config and index, else through the config's queue. File and
-        model work runs in worker threads: the event loop only routes progress events."""
-        question = self.check_question(question)
-        unit = (unit or "is_blank").strip() or "is_blank"
-        if len(unit) > 100:
-            raise ApiError(400, "unit: at most 100 characters")
-        named, key, stored = await anyio.to_thread.run_sync(lambda: self._prepare(question, unit, config))
-        if stored is not None:
-            response = {**stored, "stored": True, "seconds": 0.0}
-            await anyio.to_thread.run_sync(lambda: self._keep(key, response, via))
+        answered with the same config and index, else through the config's queue
+        (`admitted` hears when it leaves the queue). A follow-up (`history`: the earlier
+        turns) is first rewritten into a standalone question by the LLM, in the queue.
+        `seconds` counts from `started` (the request's arrival), the wait in the queue
+        included. Nothing is recorded as served here: `deliver` does that once a client got
+        it. File and model work runs in worker threads: the event loop only routes events."""
+        asked = self.check_question(question)
+        unit = self.check_unit(unit)
+        named, key, stored = await anyio.to_thread.run_sync(lambda: self._prepare(asked, unit, config))
+        if stored is not None and not history:
+            admitted()
             progress({"stage": "done", "stored": True})
-            return response
+            return Answered(key, self._again(stored, answer_id, asked))
         loop = asyncio.get_running_loop()
 
         def say(stage: str) -> None:  # from the answering thread
@@ -172,23 +209,49 @@ class AnswerService:
         def write(text: str) -> None:  # the model's reply as it is generated (bundled model)
             loop.call_soon_threadsafe(progress, {"reply": text})
 
-        def answer() -> dict[str, Any]:
-            started = time.perf_counter()
+        def answer(queued: float) -> Answered:
             try:
+                standalone = asked
+                if history:
+                    say("planning")
+                    chat = self.rag().models.chat(named.config.generation.llm, self.lake)
+                    standalone = standalone_question(asked, history, chat)
+                    loop.call_soon_threadsafe(progress, {"standalone_question": standalone})
+                    found = self._prepare(standalone, unit, config)
+                    if found[2] is not None:
+                        return Answered(found[1], self._again(found[2], answer_id, asked))
                 with streaming_reply(write):
-                    result = self.rag().ask(question, config=named.config, unit=unit, progress=say)
+                    result = self.rag().ask(standalone, config=named.config, unit=unit, progress=say)
             except BackendError as exc:
                 raise ApiError(502, f"the LLM failed: {exc}") from exc
             except KohakuError as exc:
                 raise ApiError(500, f"answering failed: {exc}") from exc
             response = self.response(result, named.name, time.perf_counter() - started)
-            self._keep(key, response, via)
-            return response
+            response.update(queued_seconds=round(queued, 3), answer_id=answer_id, asked=asked)
+            response["standalone_question"] = standalone
+            done_key = (standalone, *key[1:])
+            self.stored()[done_key] = response  # kept for the next asker, delivered or not
+            return Answered(done_key, response)
 
         async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
-            response = await anyio.to_thread.run_sync(answer)
-        progress({"stage": "done", "stored": False})
-        return response
+            admitted()
+            queued = time.perf_counter() - started
+            answered = await anyio.to_thread.run_sync(lambda: answer(queued))
+        progress({"stage": "done", "stored": answered.response["stored"]})
+        return answered
+
+    @staticmethod
+    def _again(stored: dict[str, Any], answer_id: str, asked: str) -> dict[str, Any]:
+        """A stored answer served again, under the id of this request."""
+        again = {**stored, "stored": True, "seconds": 0.0, "queued_seconds": 0.0, "answer_id": answer_id}
+        again.update(asked=asked, standalone_question=stored["question"])
+        return again
+
+    def check_unit(self, unit: str | None) -> str:
+        unit = (unit or "is_blank").strip() or "is_blank"
+        if len(unit) > 100:
+            raise ApiError(400, "unit: at most 100 characters")
+        return unit
 
     def _prepare(
         self, question: str, unit: str, config: str | None
@@ -218,13 +281,14 @@ class AnswerService:
     def stored(self) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
         with self._lock:
             if self._stored is None:
-                self._stored = stored_responses(self.lake)
+                self._stored, self._by_id = stored_responses(self.lake)
             return self._stored
 
-    def _keep(self, key: tuple[str, str, str, str, str], response: dict[str, Any], via: str) -> None:
-        question, unit, config, config_hash, index_version = key
-        if not response["stored"]:
-            self.stored()[key] = response
+    def deliver(self, answered: Answered, via: str) -> None:
+        """Record an answer a client received in the served_answers table (an answer nobody
+        waited for stays a stored answer for the next asker, and is not counted)."""
+        question, unit, config, config_hash, index_version = answered.key
+        response = answered.response
         row = {
             "time": datetime.now(UTC),
             "question": question,
@@ -242,6 +306,15 @@ class AnswerService:
             "response": json.dumps(response),
         }
         append_served(self.lake, row)
+        if response.get("answer_id"):
+            with self._lock:
+                self._by_id[response["answer_id"]] = response
+
+    def served_answer(self, answer_id: str) -> dict[str, Any] | None:
+        """An answer delivered earlier (this server's life or before), by its id."""
+        self.stored()
+        with self._lock:
+            return self._by_id.get(answer_id)
 
     def response(self, result: kr.AskResult, config: str, seconds: float) -> dict[str, Any]:
         pred = result.prediction
@@ -294,11 +367,12 @@ class AnswerService:
         except ApiError:
             sentences = []
         if sentences:
-            stating = [s for s in sentences if _states(s.text, value)] or [s for s in sentences if s.text in item.marks]
+            stating = [s for s in sentences if states_value(s.text, value)]
+            stating = stating or [s for s in sentences if s.text in item.marks]
             best = (stating or sentences)[0]
-            return best.text, best.node_id
+            return (table_quote(best.text, value) if is_table(best) else best.text), best.node_id
         parts = split_sentences(item.text) or [item.text]
-        stating_text = [s for s in parts if _states(s, value)]
+        stating_text = [s for s in parts if states_value(s, value)]
         return (stating_text or parts)[0], item.node_id
 
     def _title_url(self, doc_id: str) -> tuple[str, str]:
@@ -317,11 +391,3 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
-
-
-def _states(sentence: str, value: str) -> bool:
-    """Whether a sentence states the value as a whole number or word ("0.18", not the "1"
-    inside "2018"); a blank or true/false value (1/0) states nothing quotable."""
-    if not value or value in ("is_blank", "0", "1"):
-        return False
-    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", sentence) is not None

@@ -18,6 +18,7 @@ class ServeSettings:
     max_question_chars: int = 2_000
     queue_size: int = 8  # requests that may wait for a busy LLM backend; more get a 429
     render_dpi: int = 110  # page images
+    abandon_after: float = 2.0  # seconds a queued question nobody follows keeps its place (a reload reconnects)
 
 
 def check_exposure(host: str, api_key: str | None, no_auth: bool) -> str | None:

@@ -18,7 +18,7 @@ from kohaku_rag.answering.prediction import prediction_from_row
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 
 def test_safe_eval_computes_arithmetic_and_refuses_anything_else() -> None:

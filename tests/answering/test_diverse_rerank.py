@@ -19,7 +19,8 @@ from rerank_server import RerankServer
 import kohaku_rag as kr
 from kohaku_assets.runner import run_config
 from kohaku_rag.answering.diverse_rerank import diverse_order, interleave, reranker_for
-from kohaku_rag.answering.qa_config import QAConfig, qa_config_from_mapping
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.answering.stages import STRICT_RULE
 from kohaku_rag.answering.store import compute_retrievals
 from kohaku_rag.evaluation.records import Question
@@ -28,9 +29,10 @@ from kohaku_rag.lake import Lake
 from kohaku_rag.llm import CachedChat
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker
+from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem, open_retriever
+from kohaku_rag.retrieval.retriever import open_retriever
 
 FIRST, SECOND = ["power draw watts"], ["cooling water liters"]
 

@@ -9,7 +9,8 @@ import pytest
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.qa_config import QAConfig, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config
 
 
 def _config(settings, name, server, questions, metric):

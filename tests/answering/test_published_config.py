@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from kohaku_rag.answering.answer import with_confidence
-from kohaku_rag.answering.qa_config import QAConfig, dump_json, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_json, dump_toml, load_qa_config
 from kohaku_rag.evaluation.records import Answer
 from kohaku_rag.llm import ChatResult, LLMSpec
 
@@ -234,8 +235,9 @@ def test_config_show_and_diff(tmp_path, capsys, monkeypatch) -> None:
 def test_the_configs_sensor_runs_no_invalid_file(tmp_path, monkeypatch) -> None:
     from dagster import build_sensor_context
 
+    from kohaku_assets.instance import instance_for
     from kohaku_assets.resources import KohakuSettings
-    from kohaku_assets.runner import instance_for, resources_for
+    from kohaku_assets.runner import resources_for
     from kohaku_assets.sensors import configs_sensor
 
     monkeypatch.delenv("KOHAKU_CONFIGS", raising=False)

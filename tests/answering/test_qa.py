@@ -3,7 +3,10 @@ retries — through real Dagster materializations and a real OpenAI-compatible s
 
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -15,12 +18,14 @@ from qa_server import response_schema as _schema
 from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_assets.runner import instance_for, resources_for, run_config, run_ensemble
+from kohaku_assets.instance import instance_for
+from kohaku_assets.runner import resources_for, run_config, run_ensemble
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_question, parse_reply
 from kohaku_rag.answering.planner import parse_plan, plan_queries
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.llm.openai_compat import OpenAIChat
@@ -94,6 +99,18 @@ def test_new_config_is_the_only_one_computed(env):
         f"select config, final, runs from '{st.leaderboard_path(settings.lake)}' order by config"
     ).fetchall()
     assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
+    # The leaderboard command the WattBot how-to gives (docs/how-to/wattbot-2025.md) runs as
+    # written on this lake. Failed before issue 36: the README's was `duckdb -c`, not installed.
+    howto = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "wattbot-2025.md").read_text()
+    (command,) = [line for line in howto.splitlines() if "leaderboard.parquet" in line and "duckdb" in line]
+    folder = settings.lake.root.parent / "howto"
+    folder.mkdir()
+    (folder / "data_lake").symlink_to(settings.lake.root)
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    shown = subprocess.run(["bash", "-c", command], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert re.search(r"│ a\s+│ config", shown.stdout) and re.search(r"│ b\s+│ config", shown.stdout), shown.stdout
     # `kohaku eval`'s runs are the location's jobs, per config partition, as the UI lists them.
     qa_runs = [r for r in instance.get_runs() if r.job_name != "index_document" and r.job_name != "assemble_indexes"]
     assert sorted((r.job_name, r.tags.get("dagster/partition", "")) for r in qa_runs) == [
@@ -365,7 +382,8 @@ def test_context_overflow_shrinks_the_context(env):
 
 def test_config_files_and_part_hashes(tmp_path):
     from kohaku_rag.answering.config_folder import config_files, load_configs
-    from kohaku_rag.answering.qa_config import QAConfig, dump_toml
+    from kohaku_rag.answering.qa_config import QAConfig
+    from kohaku_rag.answering.qa_config_file import dump_toml
 
     (tmp_path / "base.toml").write_text(dump_toml(QAConfig(questions="q.csv")))
     (tmp_path / "hot.toml").write_text(
@@ -401,7 +419,7 @@ def test_snippets_can_be_headed_by_document_and_section(env):
     import dataclasses
 
     from kohaku_rag.answering.answer import build_messages
-    from kohaku_rag.retrieval.retriever import ContextItem, section_heading
+    from kohaku_rag.retrieval.context import ContextItem, section_heading
     from kohaku_rag.tree import Node, NodeKind
 
     settings, _server, _questions = env
@@ -458,7 +476,7 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
 
     from PIL import Image
 
-    from kohaku_rag.retrieval.retriever import ContextItem
+    from kohaku_rag.retrieval.context import ContextItem
 
     settings, server, questions = env
     cfg = write_config(settings, "vision", server, questions, retrieval={"use_planner": False}, generation={"img_k": 1})
@@ -494,7 +512,7 @@ def test_true_false_replies_quote_a_context_sentence_first():
 
     from kohaku_rag.answering.answer import answer_request, evidence_sentences
     from kohaku_rag.answering.qa_config import GenerationPart
-    from kohaku_rag.retrieval.retriever import ContextItem
+    from kohaku_rag.retrieval.context import ContextItem
 
     text = 'The report says "no reporting of inference energy" is required. Short one. The A100 drew 400 W in training.'
     items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]

@@ -13,13 +13,14 @@ from chat_server import ChatServer
 from qa_server import response_schema
 
 from kohaku_rag.answering.answer import answer_runs, build_messages
-from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, dump_toml, load_qa_config, qa_config_from_mapping
+from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
+from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config, qa_config_from_mapping
 from kohaku_rag.answering.question_types import ROUTES, detect_type, route_for, search_config
 from kohaku_rag.answering.stages import BLANK_RULE, RELAXED_RULE, STRICT_RULE
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
+from kohaku_rag.retrieval.context import ContextItem, pack
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import ContextItem, pack
 
 # Made-up questions, one per type (none is a WattBot question).
 EXAMPLES = {

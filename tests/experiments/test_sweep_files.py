@@ -5,7 +5,7 @@ import json
 import pytest
 
 from kohaku_rag.answering.config_folder import config_files, configs_dir
-from kohaku_rag.answering.qa_config import load_qa_config
+from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.experiments.sweep import expand, load_sweep, member_names, sweeps_dir, write_members
 from kohaku_rag.lake import Lake
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from chat_server import ChatServer, Fault, hang
 
-from kohaku_rag.answering.qa_config import QAConfig, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.http_retry import read_api_key, redact, safe_url, url_secrets
 from kohaku_rag.indexing.captions import VisionLLMCaptioner

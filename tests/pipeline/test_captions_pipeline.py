@@ -8,8 +8,9 @@ import pyarrow.parquet as pq
 import pytest
 from dagster import AssetKey
 
+from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import embedder_for, instance_for, run_index
+from kohaku_assets.runner import embedder_for, run_index
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.samples import write_sample_corpus
 

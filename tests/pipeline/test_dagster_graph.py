@@ -16,8 +16,9 @@ from dagster._time import get_current_datetime
 from qa_server import QAServer, qa_lake
 
 from kohaku_assets.definitions import defs
+from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings, lake_path
-from kohaku_assets.runner import instance_for, resources_for, run_config, run_index
+from kohaku_assets.runner import resources_for, run_config, run_index
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
 

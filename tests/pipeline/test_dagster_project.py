@@ -17,7 +17,7 @@ from dagster import DagsterInstance
 
 import kohaku_assets.dagster_private as private
 from kohaku_assets.definitions import automation_sensor, defs
-from kohaku_assets.runner import instance_for, instance_yaml
+from kohaku_assets.instance import instance_for, instance_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DG = Path(sys.executable).parent / "dg"

@@ -16,8 +16,9 @@ from dagster._core.utils import make_new_run_id
 
 import kohaku_rag as kr
 from kohaku_assets.cli import main as cli_main
+from kohaku_assets.instance import HOST_TAG, PID_TAG, instance_for
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import HOST_TAG, PID_TAG, embedder_for, instance_for, resources_for, run_index, run_job
+from kohaku_assets.runner import embedder_for, resources_for, run_index, run_job
 from kohaku_assets.sensors import corpus_sensor
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix

@@ -9,8 +9,9 @@ from corpus_docs import DOCS
 
 import kohaku_rag as kr
 from kohaku_assets.cli import main as cli_main
+from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import embedder_for, instance_for, resources_for, run_index
+from kohaku_assets.runner import embedder_for, resources_for, run_index
 from kohaku_rag.lake import Lake
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import BM25Index

@@ -8,8 +8,9 @@ import pytest
 from dagster import AssetKey
 
 from kohaku_assets.cli import main as cli_main
+from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import instance_for, run_index, run_job
+from kohaku_assets.runner import run_index, run_job
 
 
 @pytest.fixture()

@@ -15,7 +15,8 @@ from embedding_server import EmbeddingServer
 from rerank_server import RerankServer
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_rag.answering.qa_config import QAConfig, load_qa_config, qa_config_from_mapping
+from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config_file import load_qa_config, qa_config_from_mapping
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, resolve_index_config
 from kohaku_rag.lake import Lake

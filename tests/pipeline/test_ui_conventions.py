@@ -18,9 +18,9 @@ from kohaku_assets.assets.answering import partition_config, score_range_check
 from kohaku_assets.assets.documents import cut_at_word, sample_table
 from kohaku_assets.cli import build_parser
 from kohaku_assets.definitions import defs
+from kohaku_assets.instance import instance_for
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings
-from kohaku_assets.runner import instance_for
 from kohaku_rag.answering.config_folder import configs_dir
 from kohaku_rag.tree import Node, NodeKind
 

@@ -162,7 +162,7 @@ def test_lever_keys_are_validated_and_leave_the_default_hash_alone() -> None:
 
 
 def test_config_file_reads_the_lever_keys(tmp_path: Path) -> None:
-    from kohaku_rag.answering.qa_config import load_qa_config
+    from kohaku_rag.answering.qa_config_file import load_qa_config
 
     path = tmp_path / "c.toml"
     path.write_text('config_version = 2\n[retrieval]\npack = "windows"\nfield_weight = 0.3\nrm3_terms = 10\n')
@@ -171,7 +171,7 @@ def test_config_file_reads_the_lever_keys(tmp_path: Path) -> None:
 
 
 def test_each_planned_query_keeps_its_best_units_with_a_query_share(retriever: Retriever) -> None:
-    from kohaku_rag.retrieval.retriever import UnitScore, with_query_shares
+    from kohaku_rag.retrieval.ranking import UnitScore, with_query_shares
 
     ranked = [UnitScore("a", 3, 2), UnitScore("b", 2, 2), UnitScore("c", 1, 1), UnitScore("d", 0.5, 1)]
     per_query = [{"a": 3.0, "b": 2.0}, {"d": 0.5, "c": 0.1}]

@@ -16,9 +16,10 @@ from rerank_server import RerankServer, overlap
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import index_corpus
 from kohaku_rag.lake import Lake
+from kohaku_rag.retrieval.ranking import content_type, interleave, rerank_top
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import Retriever, content_type, interleave, open_retriever, rerank_top
+from kohaku_rag.retrieval.retriever import Retriever, open_retriever
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
 
@@ -159,7 +160,7 @@ def test_hosted_reranker_reorders_the_fused_top_n(retriever: Retriever) -> None:
 def test_config_keys_are_validated_and_round_trip() -> None:
     import tomllib
 
-    from kohaku_rag.answering.qa_config import dump_toml, qa_config_from_mapping
+    from kohaku_rag.answering.qa_config_file import dump_toml, qa_config_from_mapping
     from kohaku_rag.config_files import ConfigKeyError
 
     with pytest.raises(ConfigKeyError, match='retrieval.fusion: "zip" is not one of the allowed values'):

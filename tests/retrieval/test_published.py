@@ -13,8 +13,9 @@ import pytest
 
 from kohaku_rag.answering.answer import counts_as_blank, deepen
 from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.retrieval.ranking import rerank
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.retriever import Retriever, rerank
+from kohaku_rag.retrieval.retriever import Retriever
 from kohaku_rag.stores.vectors import Hit
 from kohaku_rag.tree import Node, NodeKind
 

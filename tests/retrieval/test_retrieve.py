@@ -1,6 +1,7 @@
 """The pure parts of retrieval: fusion, cross-query rerank, dedup and the budget."""
 
-from kohaku_rag.retrieval.retriever import ContextItem, dedup, fuse_query, pack, rerank
+from kohaku_rag.retrieval.context import ContextItem, pack
+from kohaku_rag.retrieval.ranking import dedup, fuse_query, rerank
 
 
 def test_rrf_fusion_adds_weighted_reciprocal_ranks():

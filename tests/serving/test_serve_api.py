@@ -75,10 +75,14 @@ def test_ask_streams_progress_then_the_answer(client) -> None:
     with client.stream("POST", "/api/ask", json={"question": WATER_QUESTION, "stream": True}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         events = sse_events(r.read().decode())
-    stages = [p["stage"] for kind, p in events if kind == "progress"]
+    assert events[0][0] == "answer" and len(events[0][1]["answer_id"]) == 32
+    stages = [p["stage"] for kind, p in events if kind == "progress" and "stage" in p]
     assert stages[:3] == ["planning", "retrieving", "answering"] and stages[-1] == "done"
+    # the model's reply as it is written (the fake model streams it in pieces): the answer's JSON
+    pieces = [p["reply"] for kind, p in events if kind == "progress" and "reply" in p]
+    assert len(pieces) > 2 and '"answer_value": "0.18"' in "".join(pieces)
     kind, answer = events[-1]
-    assert kind == "done" and answer["value"] == "0.18"
+    assert kind == "done" and answer["value"] == "0.18" and answer["answer_id"] == events[0][1]["answer_id"]
 
 
 def test_ask_streams_with_the_accept_header_too(client) -> None:

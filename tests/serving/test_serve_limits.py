@@ -177,6 +177,6 @@ def test_a_waiting_question_hears_its_place_at_once(lake, settings) -> None:
                     if line.startswith("data: "):
                         heard.append((time.monotonic(), line))
             t.join()
-        queued_at, queued = heard[0]
+        queued_at, queued = heard[1]  # after the answer's id
         assert '"stage": "queued"' in queued and '"place": 1' in queued
         assert queued_at < finished[0]  # told while the first question was still answering

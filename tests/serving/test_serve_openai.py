@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -66,3 +68,37 @@ def test_unknown_model_is_an_openai_error(client) -> None:
         client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
     with pytest.raises(openai.BadRequestError, match="no user message"):
         client.chat.completions.create(model="fake", messages=[{"role": "system", "content": "hi"}])
+
+
+def test_streaming_types_the_answer_as_the_model_writes_it(client, qa) -> None:
+    """Fails on main: the whole content came in one chunk after the model had finished."""
+    qa.stream_pause = 0.02
+    stream = client.chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": WATER_QUESTION}], stream=True
+    )
+    pieces = [c.choices[0].delta.content for c in stream if c.choices[0].delta.content]
+    text = "".join(pieces)
+    assert text.startswith("0.18 L/kWh [1]")
+    typed = []
+    for piece in pieces:  # the pieces before the markers: the answer as the model wrote it
+        if "[1]" in piece:
+            break
+        typed.append(piece)
+    assert len(typed) >= 2 and "".join(typed).startswith("0.18")
+    assert any(r.body.get("stream") for r in qa.requests)  # the model's reply was streamed to us
+
+
+def test_a_follow_up_is_answered_from_the_conversation(client, qa) -> None:
+    """Fails on main: only the last message was answered, as if it stood alone."""
+    done = client.chat.completions.create(
+        model="fake",
+        messages=[
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "How many watts did the A100 GPU draw?"},
+            {"role": "assistant", "content": "400 W [1]"},
+            {"role": "user", "content": "And the water usage effectiveness?"},
+        ],
+    )
+    assert done.choices[0].message.content.startswith("0.18")
+    rewrite = next(r for r in qa.requests if "Conversation so far" in json.dumps(r.body))
+    assert "400 W" in json.dumps(rewrite.body) and "be brief" not in json.dumps(rewrite.body)

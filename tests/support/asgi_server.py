@@ -8,7 +8,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import uvicorn
+
+# anyio is a pytest plugin, so pytest's assertion rewriter compiles each module anyio imports
+# lazily on first use; a first use inside the server's thread (Starlette's FileResponse and
+# `anyio.open_file`) while another thread compiles too trips CPython 3.11's compiler ("AST
+# constructor recursion depth mismatch"). Every lazy name is resolved here, in the importing thread.
+for _name in dir(anyio):
+    if not _name.startswith("_"):
+        getattr(anyio, _name)
 
 
 @contextmanager

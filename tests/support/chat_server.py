@@ -1,6 +1,7 @@
 """A real OpenAI-compatible HTTP server on 127.0.0.1 for the LLM client tests.
 
-It answers `POST /v1/chat/completions` by echoing the last user message, and can be
+It answers `POST /v1/chat/completions` by echoing the last user message (streamed as
+OpenAI's SSE chunks when the request asks for `stream`), and can be
 scripted per request key (the last user message) to misbehave: rate limits with
 Retry-After, 5xx, hangs longer than the client's timeout, malformed JSON content,
 context overflows, a refused response_format and missing logprobs. Faults can also be
@@ -76,6 +77,8 @@ class ChatServer:
     failure_rate: float = 0.0  # this share of requests gets a 500
     fail_when: Callable[[str], bool] | None = None  # requests whose key matches get a 500
     seed: int = 0
+    streams: bool = True  # a request with "stream": true gets SSE chunks (False: a server that ignores it)
+    stream_pause: float = 0.005
     requests: list[Recorded] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # every request's path, query string included
     max_in_flight: int = 0
@@ -249,11 +252,40 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 )
                 if fault.delay:
                     time.sleep(fault.delay)
-                self._send(status, payload, fault.headers)
+                body = json.loads(raw)
+                if body.get("stream") and status == 200 and server.streams:
+                    self._send_stream(payload)
+                else:
+                    self._send(status, payload, fault.headers)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout) before we answered
             finally:
                 server._leave()
+
+        def _send_stream(self, payload: dict[str, Any]) -> None:
+            """The reply as OpenAI's streamed chunks, a few characters each, `stream_pause`
+            seconds apart, then `data: [DONE]`; the connection closes at the end."""
+            choice = payload["choices"][0]
+            content = choice["message"]["content"]
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            pieces = [content[i : i + 6] for i in range(0, len(content), 6)]
+            for i, piece in enumerate(pieces):
+                last = i == len(pieces) - 1
+                delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+                chunk = {
+                    "choices": [
+                        {"index": 0, "delta": delta, "finish_reason": choice["finish_reason"] if last else None}
+                    ]
+                }
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+                time.sleep(server.stream_pause)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
 
         def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...]) -> None:
             data = json.dumps(payload).encode()

@@ -14,7 +14,7 @@ from chat_server import ChatServer
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.evaluation.records import Question
-from kohaku_rag.retrieval.retriever import ContextItem
+from kohaku_rag.retrieval.context import ContextItem
 
 QUESTIONS = {  # question -> (unit, gold value, gold document)
     "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),
@@ -22,6 +22,11 @@ QUESTIONS = {  # question -> (unit, gold value, gold document)
     "What was the water usage effectiveness in liters per kWh?": ("L/kWh", "0.18", "water"),
 }
 _QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+# follow-up -> the standalone question a rewrite request gets back (others come back as asked)
+FOLLOW_UPS = {
+    "And the water usage effectiveness?": "What was the water usage effectiveness in liters per kWh?",
+    "And how many watts did its GPU draw?": "How many watts did the A100 GPU draw?",
+}
 
 
 class QAServer(ChatServer):
@@ -49,6 +54,8 @@ class QAServer(ChatServer):
         question = _QUESTION.search(key).group(1).strip()
         if "queries" in schema["properties"]:
             return json.dumps({"queries": [f"{question.split()[-1]} measurement"]})
+        if "ref_id" not in schema["properties"]:  # a follow-up's rewrite into a standalone question
+            return json.dumps({"question": FOLLOW_UPS.get(question, question)})
         unit, value, doc = QUESTIONS[question]
         enum = schema["properties"]["ref_id"]["items"].get("enum", [])
         with self.guard:

@@ -1,10 +1,19 @@
 // The ask page: plain JavaScript against the JSON API (no framework, works offline).
+// The page's state lives in its URL (?q=&config=&unit=&answer=): a reload, or the link sent
+// to someone else, shows the same answer, following it live when it is still being written.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const STAGES = ["queued", "planning", "retrieving", "answering", "done"];
-const history = JSON.parse(sessionStorage.getItem("kohaku-history") || "[]");
-let current = null;
+const HISTORY_KEY = "kohaku-history";
+const history = readHistory();
+let current = null;      // the answer shown
+let conversation = [];   // earlier turns a follow-up continues: [{question, answer}]
+let configs = [];
+
+function readHistory() {
+  try { return JSON.parse(localStorage.getItem(HISTORY_KEY) || "[]"); } catch (e) { return []; }
+}
 
 function headers(extra) {
   const h = Object.assign({}, extra || {});
@@ -19,7 +28,9 @@ async function api(path, options) {
   if (!res.ok) {
     let msg = res.status + " " + res.statusText;
     try { msg = (await res.json()).error.message; } catch (e) { /* not JSON */ }
-    throw new Error(msg);
+    const err = new Error(msg);
+    err.status = res.status;
+    throw err;
   }
   return res;
 }
@@ -33,19 +44,48 @@ function el(tag, props, children) {
   return node;
 }
 
-async function loadConfigs() {
+// ---------------------------------------------------------------- configs and the URL
+
+async function loadConfigs(wanted) {
   try {
     const body = await (await api("/api/configs")).json();
+    configs = body.configs;
     const select = $("config");
     select.replaceChildren();
     for (const c of body.configs) {
       const score = c.final == null ? "" : " · " + Number(c.final).toFixed(3);
       const opt = el("option", { value: c.name, textContent: c.name + score });
-      if (c.name === body.default) opt.selected = true;
+      if (c.available === false) {
+        opt.disabled = true;
+        opt.textContent = c.name + " — unavailable (broken file)";
+        opt.title = c.error || "";
+      }
+      if (wanted ? c.name === wanted : c.name === body.default) opt.selected = true;
       select.append(opt);
     }
+    const broken = body.configs.filter((c) => c.available === false);
+    $("config-warning").textContent = broken.map((c) => "Config " + c.name + " is unavailable: " + c.error).join("\n");
+    $("config-warning").hidden = !broken.length;
+    fillCodePanel();
   } catch (e) { showError(e.message); }
 }
+
+function stateFromUrl() {
+  const p = new URLSearchParams(location.search);
+  return { q: p.get("q") || "", config: p.get("config") || "", unit: p.get("unit") || "", answer: p.get("answer") || "" };
+}
+
+function setUrl(state) {
+  const p = new URLSearchParams();
+  if (state.q) p.set("q", state.q);
+  if (state.config) p.set("config", state.config);
+  if (state.unit) p.set("unit", state.unit);
+  if (state.answer) p.set("answer", state.answer);
+  const url = location.pathname + (p.toString() ? "?" + p.toString() : "");
+  window.history.replaceState(null, "", url);
+}
+
+// ---------------------------------------------------------------- progress
 
 function showError(message) { $("error").textContent = message; $("error").hidden = !message; }
 
@@ -68,7 +108,14 @@ function showStage(stage, info) {
   if (stage !== "answering") { $("live-reply").textContent = ""; $("live-reply").hidden = true; }
 }
 
-// The model's reply as it is generated (the bundled model streams it): what the answer will say.
+// A failure marks the stage it happened in (or the first one, before any stage began).
+function showStageError() {
+  const list = $("progress");
+  const at = list.querySelector("li.now") || list.querySelector("li:not(.past)");
+  if (at) { at.className = "error"; at.textContent = at.dataset.stage + " failed"; }
+  $("live-reply").hidden = true;
+}
+
 function showReply(text) {
   const box = $("live-reply");
   box.hidden = false;
@@ -76,29 +123,52 @@ function showReply(text) {
   box.scrollTop = box.scrollHeight;
 }
 
+// ---------------------------------------------------------------- asking
+
 async function ask(event) {
   event.preventDefault();
   const key = $("api-key").value.trim();
   if (key) sessionStorage.setItem("kohaku-key", key);
   const question = $("question").value.trim();
-  if (!question) return;
+  if (!question) {
+    showError("Type a question first (it was empty).");
+    $("question").focus();
+    return;
+  }
   showError("");
-  $("ask").disabled = true;
   const body = { question, config: $("config").value || null, unit: $("unit").value.trim() || null, stream: true };
+  if (conversation.length) body.history = conversation.flatMap((t) => [{ role: "user", content: t.question }, { role: "assistant", content: t.answer }]);
+  await follow(() => api("/api/ask", { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } }));
+}
+
+// Follow an answer's events (a new question, or one resumed by id) until it is shown.
+async function follow(request) {
+  $("ask").disabled = true;
+  $("progress").replaceChildren();
+  showStage("planning");
   try {
-    $("progress").replaceChildren();
-    showStage("planning");
-    const res = await api("/api/ask", { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } });
-    const result = await readEvents(res);
+    const result = await readEvents(await request());
     if (result) { remember(result); showAnswer(result); }
   } catch (e) {
+    showStageError();
     showError(e.message);
   } finally {
     $("ask").disabled = false;
+    $("resuming").hidden = true;
   }
 }
 
-// Server-sent events over fetch: progress events, then done (the answer) or error.
+async function resume(state) {
+  $("question").value = state.q;
+  $("unit").value = state.unit;
+  $("resuming").textContent = "Showing answer " + state.answer.slice(0, 8) + "… (following it while it is still being written)";
+  $("resuming").hidden = false;
+  try {
+    await follow(() => api("/api/answers/" + encodeURIComponent(state.answer) + "?stream=true", { headers: { Accept: "text/event-stream" } }));
+  } catch (e) { showError(e.message); }
+}
+
+// Server-sent events over fetch: the answer's id, progress events, then done (the answer) or error.
 async function readEvents(res) {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -118,7 +188,10 @@ async function readEvents(res) {
       }
       if (!data) continue;
       const payload = JSON.parse(data);
-      if (name === "progress" && payload.reply !== undefined) showReply(payload.reply);
+      if (name === "answer") {
+        setUrl({ q: payload.question, config: payload.config, unit: $("unit").value.trim(), answer: payload.answer_id });
+        if (payload.standalone_question) showAnsweredAs(payload.standalone_question, payload.question);
+      } else if (name === "progress" && payload.reply !== undefined) showReply(payload.reply);
       else if (name === "progress") showStage(payload.stage, payload);
       else if (name === "done") { showStage("done"); return payload; }
       else if (name === "error") throw new Error(payload.error.message);
@@ -126,11 +199,24 @@ async function readEvents(res) {
   }
 }
 
+// ---------------------------------------------------------------- history
+
 function remember(result) {
+  const at = history.findIndex((r) => r.answer_id && r.answer_id === result.answer_id);
+  if (at >= 0) history.splice(at, 1);
   history.unshift(result);
   history.length = Math.min(history.length, 30);
-  try { sessionStorage.setItem("kohaku-history", JSON.stringify(history)); } catch (e) { /* full: keep in memory */ }
+  saveHistory();
   renderHistory();
+}
+
+function saveHistory() {
+  for (;;) {
+    try { localStorage.setItem(HISTORY_KEY, JSON.stringify(history)); return; } catch (e) {
+      if (history.length <= 1) return;  // full: keep in memory
+      history.pop();
+    }
+  }
 }
 
 function renderHistory() {
@@ -138,29 +224,58 @@ function renderHistory() {
   list.replaceChildren();
   history.forEach((r) => {
     const li = el("li", { textContent: r.question }, [el("span", { className: "v", textContent: r.is_blank ? "—" : r.value + " " + unitText(r) })]);
-    li.addEventListener("click", () => { $("question").value = r.question; showAnswer(r); });
+    li.addEventListener("click", () => {
+      $("question").value = r.question;
+      showAnswer(r);
+      setUrl({ q: r.question, config: r.config, unit: "", answer: r.answer_id });
+    });
     list.append(li);
   });
 }
 
+// ---------------------------------------------------------------- the answer card
+
 function unitText(r) { return r.unit && r.unit !== "is_blank" ? r.unit : ""; }
+
+function showAnsweredAs(standalone, asked) {
+  const box = $("answered-as");
+  box.textContent = standalone && standalone !== asked ? "answered as: " + standalone : "";
+  box.hidden = !box.textContent;
+}
+
+// One chip per document, listing the pages its cited snippets are on.
+function citedDocuments(cited) {
+  const docs = [];
+  for (const c of cited) {
+    let d = docs.find((x) => x.doc_id === c.doc_id);
+    if (!d) { d = { doc_id: c.doc_id, title: c.title || c.doc_id, snippets: [] }; docs.push(d); }
+    d.snippets.push(c);
+  }
+  return docs;
+}
+
+function pagesText(d) {
+  const pages = [...new Set(d.snippets.map((c) => c.page).filter((p) => p))];
+  if (!pages.length) return d.snippets.length > 1 ? " · " + d.snippets.length + " passages" : "";
+  return (pages.length > 1 ? " · pp. " : " · p. ") + pages.join(", ");
+}
 
 function showAnswer(r) {
   current = r;
   $("answer").hidden = false;
+  showAnsweredAs(r.standalone_question, r.asked || r.question);
   $("value").textContent = r.is_blank ? "No answer in the documents" : r.value;
   $("unit-out").textContent = r.is_blank ? "" : unitText(r);
   $("answer-text").textContent = r.is_blank ? "" : r.answer;
   $("explanation").textContent = r.explanation && r.explanation !== "is_blank" ? r.explanation : "";
   const chips = $("chips");
   chips.replaceChildren();
-  r.cited.forEach((c, i) => {
-    const label = "[" + (i + 1) + "] " + (c.title || c.doc_id) + (c.page ? " · p. " + c.page : "");
-    const chip = el("button", { type: "button", className: "chip", textContent: label, title: c.quote });
-    chip.addEventListener("click", () => { for (const x of chips.children) x.classList.remove("active"); chip.classList.add("active"); openEvidence(c); });
+  citedDocuments(r.cited).forEach((d, i) => {
+    const chip = el("button", { type: "button", className: "chip", textContent: "[" + (i + 1) + "] " + d.title + pagesText(d), title: d.snippets[0].quote });
+    chip.addEventListener("click", () => { for (const x of chips.children) x.classList.remove("active"); chip.classList.add("active"); openDocument(d); });
     chips.append(chip);
   });
-  $("meta").textContent = r.config + " · " + (r.stored ? "stored answer" : r.seconds.toFixed(1) + " s");
+  $("meta").textContent = r.config + " · " + timeText(r);
   const ctx = $("context-list");
   ctx.replaceChildren();
   for (const item of r.context) {
@@ -168,6 +283,30 @@ function showAnswer(r) {
   }
   $("raw-text").textContent = r.raw.map((x) => "[" + x.kind + " #" + x.attempt + "]\n" + x.reply).join("\n\n");
   $("evidence").hidden = true;
+  $("feedback-form").hidden = true;
+  $("feedback-status").hidden = true;
+  fillFeedbackRefs(r);
+}
+
+// What the asker waited: the queue included (a stored answer came at once).
+function timeText(r) {
+  if (r.stored) return "stored answer";
+  const waited = r.queued_seconds || 0;
+  return r.seconds.toFixed(1) + " s" + (waited >= 0.1 ? " (" + waited.toFixed(1) + " s of it in the queue)" : "");
+}
+
+function openDocument(d) {
+  const tabs = $("evidence-pages");
+  tabs.replaceChildren();
+  if (d.snippets.length > 1) {
+    d.snippets.forEach((c, i) => {
+      const tab = el("button", { type: "button", className: "page-tab", textContent: c.page ? "p. " + c.page : "passage " + (i + 1), title: c.quote });
+      tab.addEventListener("click", () => { for (const x of tabs.children) x.classList.remove("active"); tab.classList.add("active"); openEvidence(c); });
+      tabs.append(tab);
+    });
+    tabs.firstChild.classList.add("active");
+  }
+  openEvidence(d.snippets[0]);
 }
 
 async function openEvidence(c) {
@@ -181,7 +320,9 @@ async function openEvidence(c) {
   img.hidden = true;
   const quote = $("evidence-text");
   quote.replaceChildren(c.text);
-  const id = encodeURIComponent(c.sentence_id || c.node_id);
+  // the answer's value: a cited table marks its caption and the row stating it
+  const value = current && !current.is_blank && current.value ? "&value=" + encodeURIComponent(current.value) : "";
+  const id = encodeURIComponent(c.sentence_id || c.node_id) + value;
   const doc = encodeURIComponent(c.doc_id);
   try {
     const text = await (await api("/api/documents/" + doc + "/text?highlight=" + id)).json();
@@ -196,9 +337,102 @@ async function openEvidence(c) {
   } catch (e) { showError(e.message); }
 }
 
+// ---------------------------------------------------------------- follow-ups
+
+function startFollowUp() {
+  if (!current) return;
+  conversation.push({ question: current.standalone_question || current.question, answer: current.is_blank ? "No answer in the documents." : (current.answer || current.value) });
+  renderConversation();
+  $("question").value = "";
+  $("question").focus();
+}
+
+function renderConversation() {
+  $("conversation").hidden = !conversation.length;
+  $("conversation-turns").textContent = conversation.map((t) => "“" + t.question + "” → " + t.answer).join("  ·  ");
+}
+
+function newConversation() { conversation = []; renderConversation(); }
+
+// ---------------------------------------------------------------- feedback
+
+function fillFeedbackRefs(r) {
+  const select = $("fb-ref");
+  select.replaceChildren(el("option", { value: "", textContent: "(none)" }));
+  for (const d of citedDocuments(r.cited)) select.append(el("option", { value: d.doc_id, textContent: d.title }));
+  api("/api/documents").then((res) => res.json()).then((body) => {
+    const group = el("optgroup", { label: "any document" });
+    for (const d of body.documents) group.append(el("option", { value: d.doc_id, textContent: d.title || d.doc_id }));
+    select.append(group);
+  }).catch(() => { /* the cited ones are enough */ });
+}
+
+async function sendFeedback(verdict) {
+  if (!current || !current.answer_id) return;
+  const body = { answer_id: current.answer_id, verdict };
+  if (verdict === "wrong") {
+    for (const [key, id] of [["correct_value", "fb-value"], ["correct_unit", "fb-unit"], ["correct_ref", "fb-ref"], ["comment", "fb-comment"]]) {
+      const v = $(id).value.trim();
+      if (v) body[key] = v;
+    }
+  }
+  try {
+    await api("/api/feedback", { method: "POST", body: JSON.stringify(body), headers: { "Content-Type": "application/json" } });
+    $("feedback-status").textContent = verdict === "right" ? "Thanks: marked right." : "Thanks: your correction is kept for review.";
+    $("feedback-status").hidden = false;
+    $("feedback-form").hidden = true;
+  } catch (e) { showError(e.message); }
+}
+
+// ---------------------------------------------------------------- use it from code
+
+function fillCodePanel() {
+  const origin = location.origin;
+  const names = configs.filter((c) => c.available !== false).map((c) => c.name);
+  const model = $("config").value || names[0] || "default";
+  for (const node of document.querySelectorAll(".origin")) node.textContent = origin;
+  $("code-models").textContent = names.join(", ");
+  const auth = sessionStorage.getItem("kohaku-key") ? ' \\\n  -H "Authorization: Bearer $KOHAKU_API_KEY"' : "";
+  $("code-curl").textContent =
+    "curl -s " + origin + "/api/ask" + auth + " \\\n  -H 'Content-Type: application/json' \\\n" +
+    "  -d '{\"question\": \"What was the PUE of the data center?\", \"config\": \"" + model + "\"}'\n\n" +
+    "# OpenAI-compatible\ncurl -s " + origin + "/v1/chat/completions" + auth + " \\\n  -H 'Content-Type: application/json' \\\n" +
+    "  -d '{\"model\": \"" + model + "\", \"messages\": [{\"role\": \"user\", \"content\": \"What was the PUE?\"}]}'";
+  $("code-python").textContent =
+    "from openai import OpenAI\n\n" +
+    "client = OpenAI(base_url=\"" + origin + "/v1\", api_key=\"" + (sessionStorage.getItem("kohaku-key") ? "<your key>" : "unused") + "\")\n" +
+    "reply = client.chat.completions.create(\n    model=\"" + model + "\",\n" +
+    "    messages=[{\"role\": \"user\", \"content\": \"What was the PUE of the data center?\"}],\n)\n" +
+    "message = reply.choices[0].message\nprint(message.content)\n" +
+    "for ref in message.model_extra[\"references\"]:  # what each [n] marker cites\n" +
+    "    print(ref[\"index\"], ref[\"title\"], ref[\"page\"], ref[\"quote\"])";
+  $("code-webui").textContent =
+    "Admin Panel → Settings → Connections → OpenAI API → add a connection:\n" +
+    "  URL:     " + origin + "/v1\n" +
+    "  Key:     " + (sessionStorage.getItem("kohaku-key") ? "this server's API key" : "any text (this server needs none)") + "\n" +
+    "Models then listed: " + names.join(", ") + "\n" +
+    "(run Open WebUI in Docker? use http://host.docker.internal:" + (location.port || "80") + "/v1)";
+}
+
+// ---------------------------------------------------------------- start
+
 $("ask-form").addEventListener("submit", ask);
 $("question").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("ask-form").requestSubmit(); } });
 $("evidence-close").addEventListener("click", () => { $("evidence").hidden = true; });
 $("api-key").addEventListener("change", () => { sessionStorage.setItem("kohaku-key", $("api-key").value.trim()); loadConfigs(); });
-loadConfigs();
-renderHistory();
+$("config").addEventListener("change", fillCodePanel);
+$("follow-up").addEventListener("click", startFollowUp);
+$("new-conversation").addEventListener("click", newConversation);
+$("copy-link").addEventListener("click", () => { navigator.clipboard && navigator.clipboard.writeText(location.href); $("feedback-status").textContent = "Link: " + location.href; $("feedback-status").hidden = false; });
+$("fb-right").addEventListener("click", () => sendFeedback("right"));
+$("fb-wrong").addEventListener("click", () => { $("feedback-form").hidden = false; $("fb-unit").value = current ? unitText(current) : ""; });
+$("feedback-form").addEventListener("submit", (e) => { e.preventDefault(); sendFeedback("wrong"); });
+$("code-link").addEventListener("click", () => { $("code").open = true; });
+
+(async () => {
+  const state = stateFromUrl();
+  await loadConfigs(state.config);
+  renderHistory();
+  if (state.answer) await resume(state);
+  else if (state.q) $("question").value = state.q;
+})();

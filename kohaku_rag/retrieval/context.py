@@ -1,0 +1,75 @@
+"""What retrieval hands the answering stage: context items (a snippet with where it comes
+from), their section headings, and packing them into a character budget."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kohaku_rag.tree import Node, NodeKind
+
+MEDIA_ATTACHMENTS = ("table", "image", "page")  # what `content = "text"` leaves out
+IMAGE_ATTACHMENTS = ("image", "page")  # what the separate image search finds: figures, page renderings
+_PAGE_TITLE = re.compile(r"^\s*(page|slide)\s*\d+\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    doc_id: str
+    node_id: str
+    kind: str
+    page: int | None
+    score: float
+    text: str
+    attachment: str = "text"
+    # Where the snippet sits, for the prompt: the document's title and the heading of the
+    # section holding it ("" when unknown, e.g. flat chunks).
+    doc_title: str = ""
+    section: str = ""
+    marks: tuple[str, ...] = ()  # sentences of `text` that best match the question
+    media_hash: str | None = None  # a figure's image in the lake (`Lake.blob`)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "marks", tuple(self.marks))  # lists, when read back from JSON
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "doc_id": self.doc_id,
+            "node_id": self.node_id,
+            "kind": self.kind,
+            "page": self.page,
+            "score": round(self.score, 6),
+            "text": self.text,
+            "attachment": self.attachment,
+            "doc_title": self.doc_title,
+            "section": self.section,
+            "marks": list(self.marks),
+            "media_hash": self.media_hash,
+        }
+
+
+def pack(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
+    """Keep items in rank order while they fit; the first that does not fit is cut to the
+    remaining budget so the budget is used, never exceeded."""
+    out: list[ContextItem] = []
+    used = 0
+    for item in items:
+        room = budget_chars - used
+        if room <= 0:
+            break
+        if len(item.text) > room:
+            if room >= 200:
+                out.append(ContextItem(**{**item.__dict__, "text": item.text[:room]}))
+            break
+        out.append(item)
+        used += len(item.text)
+    return out
+
+
+def section_heading(node: Node | None) -> str:
+    """A section's title as a heading for its snippets; page-per-section payloads (titles
+    like "Page 3") have none worth showing."""
+    if node is None or node.kind != NodeKind.SECTION or _PAGE_TITLE.match(node.title):
+        return ""
+    return node.title
