@@ -55,6 +55,8 @@ _GENERATION_FILE = re.compile(r"^(vectors|bm25|expansions|doc_metadata)(\.[0-9a-
 _LEFTOVER = re.compile(
     r"^(vectors|bm25|expansions|doc_metadata)\.[0-9a-f]{12}\.(sqlite|npz|parquet)-(journal|wal|shm)$"
 )
+# What a killed write left: atomic writes' temporaries, a store built beside (older layouts).
+_KILLED_WRITE = re.compile(r"^\..+\.(tmp|building|building-wal|building-shm|building-journal)$")
 
 
 @dataclass(frozen=True)
@@ -241,9 +243,8 @@ def collect_garbage(index_dir: Path) -> list[str]:
     removed = []
     for path in index_dir.iterdir():
         name = path.name
-        if (_GENERATION_FILE.match(name) and name not in keep) or (
-            _LEFTOVER.match(name) and name.rsplit("-", 1)[0] not in keep
-        ):
+        unnamed = _GENERATION_FILE.match(name) and name not in keep
+        if unnamed or _KILLED_WRITE.match(name) or (_LEFTOVER.match(name) and name.rsplit("-", 1)[0] not in keep):
             path.unlink(missing_ok=True)
             removed.append(name)
     return sorted(removed)
