@@ -88,6 +88,8 @@ def failure_message(result: ExecutionResult, *, verbose: bool = False) -> str:
             message = " ".join(cause.message.split()) if cause else "failed"
             if cause is not None and cause.cls_name == "Failure":  # raised on purpose: its text is the reason
                 message = message.split(": ", 1)[-1] if message.startswith("dagster.") else message
+            elif message.startswith("kohaku_rag.errors."):  # ours: the message names the file and the fix
+                message = message.split(": ", 1)[-1]
             line = f"{event.step_key}: {message}"
             if verbose and error is not None:
                 line += "\n" + error.to_string()

@@ -111,7 +111,7 @@ def vectors_problem(lake: Lake, part: IndexPart, *, deep: bool = False) -> str |
         return "the manifest names no vector store"
     problem = file_problem(lake.index_dir, entry, deep=deep)
     if problem:
-        return problem
+        return f"{entry.name} {problem}"
     path = lake.index_dir / entry.name
     health = check_store(path)
     if health.problem:
@@ -149,7 +149,7 @@ def bm25_problem(lake: Lake, part: IndexPart, *, deep: bool = False) -> str | No
         return "the manifest names no BM25 index"
     problem = file_problem(lake.index_dir, entry, deep=deep)
     if problem:
-        return problem
+        return f"{entry.name} {problem}"
     if part.record.get("tokenizer") != TOKENIZER_VERSION:
         return "tokenizer setting changed"
     if deep:
@@ -179,7 +179,7 @@ def verify_index(lake: Lake) -> list[tuple[str, str]]:
     for entry in aids.files.values() if aids is not None else []:
         problem = file_problem(lake.index_dir, entry, deep=True)
         if problem:
-            found.append((str(lake.index_dir / entry.name), problem))
+            found.append((str(lake.index_dir / entry.name), f"{entry.name} {problem}"))
     return found
 
 

@@ -197,7 +197,7 @@ def search_aids_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None =
     for entry in part.files.values():
         problem = file_problem(lake.index_dir, entry)
         if problem:
-            return [f"({problem})"]
+            return [f"({entry.name} {problem})"]
     have: dict[str, str] = json.loads(part.record.get("versions", "{}"))
     behind = sorted(d for d in have.keys() | wanted.keys() if have.get(d) != wanted.get(d))
     if corpus is not None and part.record.get("corpus_files") != corpus_files_hash(corpus):

@@ -60,9 +60,9 @@ def _open(lake: Lake, manifest: Manifest, embedder: Embedder, with_bm25: bool) -
             problem = file_problem(lake.index_dir, entry)
             if problem is None:
                 continue
-            if problem.endswith("is missing") and read_manifest(lake.index_dir, strict=False) != manifest:
+            if problem == "is missing" and read_manifest(lake.index_dir, strict=False) != manifest:
                 raise _Vanished()
-            raise IndexUnavailable(f"{lake.index_dir / entry.name}: {problem}; {fix}")
+            raise IndexUnavailable(f"{lake.index_dir / entry.name} {problem}; {fix}")
     vectors = manifest.parts["vectors"]
     path = lake.index_dir / vectors.files["vectors"].name
     store = VectorStore(path, embedder.dim, model_id=embedder.model_id, create=False)

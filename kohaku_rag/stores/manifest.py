@@ -166,18 +166,19 @@ def describe_file(path: Path) -> FileEntry:
 
 
 def file_problem(index_dir: Path, entry: FileEntry, *, deep: bool = False) -> str | None:
-    """What is wrong with a published file (None: nothing found). Sizes cost nothing and are
+    """What is wrong with a published file, said of it ("is missing", ...; None: nothing
+    found): the caller names the file. Sizes cost nothing and are
     always compared; the checksum is read when `deep`, or when the size or mtime moved since
     publishing (a file no writer touches again should not move)."""
     path = Path(index_dir) / entry.name
     try:
         stat = path.stat()
     except FileNotFoundError:
-        return f"{entry.name} is missing"
+        return "is missing"
     if stat.st_size != entry.size:
-        return f"{entry.name} is {stat.st_size:,} bytes, {entry.size:,} when it was published"
+        return f"is {stat.st_size:,} bytes, {entry.size:,} when it was published"
     if (deep or stat.st_mtime_ns != entry.mtime_ns) and describe_file(path).blake2b != entry.blake2b:
-        return f"{entry.name} changed since it was published (its checksum differs)"
+        return "changed since it was published (its checksum differs)"
     return None
 
 
