@@ -6,9 +6,11 @@
 
 Kills: a lake holds 6 documents; 2 change; `kohaku index` is killed with SIGKILL at a
 moment of its run (spread over the per-document runs and the index assembly, found from
-its progress lines and a measured timeline). After each kill a plain `kohaku index` runs,
-and `kohaku search --json` must return exactly what a clean build of the same corpus
-returns, with no run of the lake's Dagster instance left STARTED.
+its progress lines and a measured timeline). Search right after the kill must return what
+the lake held before the run, or a clean build of the new corpus, or refuse (never a mix of
+the two); then a plain `kohaku index` runs, and `kohaku search --json` must return exactly
+what a clean build of the same corpus returns, with no run of the lake's Dagster instance
+left STARTED.
 
 Bad inputs: each is dropped into a copy of the good corpus; `kohaku index` must exit 0 or
 1, index every good document, name the bad input in at most a few lines, not index what
@@ -194,6 +196,7 @@ def start_and_target(work: Path) -> tuple[Path, Path, list[object]]:
 
 def kills(work: Path, n_timed: int) -> tuple[int, int]:
     base, v2, expected = start_and_target(work)
+    before_change = search_all(base, v2)  # the last generation, whole (what a reader may still get)
     duration = measure(base, v2, work)
     print(f"uninterrupted incremental run: {duration:.1f}s; clean-build answers for {len(QUERIES)} queries")
     moments = [Moment(f"t={f:.2f}x", "", f * duration) for f in _spread(n_timed)]
@@ -215,16 +218,21 @@ def kills(work: Path, n_timed: int) -> tuple[int, int]:
         lake = work / f"kill_{k}"
         shutil.copytree(base, lake)
         killed, at = run_and_kill(lake, v2, moment)
+        # Between the kill and the next run a reader gets the old index or the new, or a
+        # refusal: never a mix (new BM25 with old vectors, say).
+        between = _search_outcome(lake, v2, expected)
+        if between == "WRONG RESULTS" and search_all(lake, v2) == before_change:
+            between = "old"
         rerun = index(lake, v2)
         got = search_all(lake, v2)
         started = runs_left_started(lake)
-        ok = rerun.returncode == 0 and got == expected and started == 0
+        ok = rerun.returncode == 0 and got == expected and started == 0 and between in ("same", "old", "refused")
         # A run that had already ended was not killed: shown, but not counted as a kill.
         tried += killed
         survived += killed and ok
         summary = json.loads(rerun.stdout.strip().splitlines()[-1]) if rerun.returncode == 0 else {}
         print(
-            f"kill {k:2d} {moment.name:30s} at {at:5.1f}s killed={killed!s:5s} -> re-run recomputed "
+            f"kill {k:2d} {moment.name:30s} at {at:5.1f}s killed={killed!s:5s} search then: {between:8s} -> re-run recomputed "
             f"{summary.get('recomputed', '?')}, search {'identical' if got == expected else 'DIFFERS'}, "
             f"runs left STARTED {started}: {'ok' if ok else 'FAILED'}"
         )
