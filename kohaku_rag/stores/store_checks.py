@@ -52,7 +52,15 @@ def document_counts(conn: apsw.Connection) -> dict[str, dict[str, int]]:
     """document -> table -> rows: its nodes, its vectors per searchable kind, its other
     vectors (what a published generation records, and `kohaku index` compares)."""
     queries = [("nodes", "SELECT doc_id, count(*) FROM nodes GROUP BY doc_id")]
-    queries += [(k.value, f"SELECT doc_id, count(*) FROM {vec_table(k)} GROUP BY doc_id") for k in VEC_KINDS]
+    # vec0's rowid map joined with the nodes: 20x faster than grouping the vec0 table itself
+    # (0.02 s against 0.44 s at 10x WattBot), which reads its chunks.
+    queries += [
+        (
+            k.value,
+            f"SELECT n.doc_id, count(*) FROM {vec_table(k)}_rowids r JOIN nodes n ON n.id = r.rowid GROUP BY n.doc_id",
+        )
+        for k in VEC_KINDS
+    ]
     queries.append(("other", "SELECT doc_id, count(*) FROM node_vectors GROUP BY doc_id"))
     counts: dict[str, dict[str, int]] = {}
     for table, sql in queries:
