@@ -1,7 +1,7 @@
 """Faults never freeze a wrong result: kill -9 `kohaku index` at many moments, feed it bad inputs.
 
-    python bench/faults.py                 # 14 kills over an incremental run, 12 bad inputs,
-                                           # 12 damaged lakes, two writers, 6 kills during a rebuild
+    python bench/faults.py                 # 14+ kills over an incremental run, 12 bad inputs,
+                                           # 17 damaged lakes, two writers, 6 kills during a rebuild
     python bench/faults.py --work /tmp/kohaku-faults --only damage,writers,rebuild
 
 Kills: a lake holds 6 documents; 2 change; `kohaku index` is killed with SIGKILL at a
