@@ -21,7 +21,7 @@ from kohaku_rag.indexing.search_aids import search_aids_behind
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index
-from kohaku_rag.stores.manifest import IndexPart, Manifest, file_problem, read_manifest
+from kohaku_rag.stores.manifest import FileEntry, IndexPart, Manifest, file_problem, read_manifest
 from kohaku_rag.stores.vectors import VectorStore, check_store
 
 __all__ = [
@@ -106,12 +106,9 @@ def vector_search_setting(lake: Lake) -> str:
 def vectors_problem(lake: Lake, part: IndexPart, *, deep: bool = False) -> str | None:
     """Why the published vector store can't be trusted (None: nothing found). Cheap unless
     `deep`: sizes, the schema, and every document's rows per table against the manifest."""
-    entry = part.files.get("vectors")
-    if entry is None:
-        return "the manifest names no vector store"
-    problem = file_problem(lake.index_dir, entry, deep=deep)
-    if problem:
-        return f"{entry.name} {problem}"
+    entry, problem = _named_file(lake, part, "vectors", deep)
+    if entry is None or problem:
+        return problem
     path = lake.index_dir / entry.name
     health = check_store(path)
     if health.problem:
@@ -126,6 +123,15 @@ def vectors_problem(lake: Lake, part: IndexPart, *, deep: bool = False) -> str |
     except (KohakuError, ValueError) as exc:
         return str(exc).split("; ", 1)[0]
     return f"{entry.name}: {problem}" if problem else None
+
+
+def _named_file(lake: Lake, part: IndexPart, role: str, deep: bool) -> tuple[FileEntry | None, str | None]:
+    """The part's file in `role` and what is wrong with it as a file (sizes; checksums)."""
+    entry = part.files.get(role)
+    if entry is None:
+        return None, f"the manifest names no {role} file"
+    problem = file_problem(lake.index_dir, entry, deep=deep)
+    return entry, f"{entry.name} {problem}" if problem else None
 
 
 def _count_problem(have: Mapping[str, Mapping[str, int]], published: Mapping[str, Mapping[str, int]]) -> str | None:
@@ -144,12 +150,9 @@ def _digest_problem(have: Mapping[str, str], published: Mapping[str, str]) -> st
 
 def bm25_problem(lake: Lake, part: IndexPart, *, deep: bool = False) -> str | None:
     """Why the published BM25 index can't be trusted (None: nothing found)."""
-    entry = part.files.get("bm25")
-    if entry is None:
-        return "the manifest names no BM25 index"
-    problem = file_problem(lake.index_dir, entry, deep=deep)
-    if problem:
-        return f"{entry.name} {problem}"
+    entry, problem = _named_file(lake, part, "bm25", deep)
+    if entry is None or problem:
+        return problem
     if part.record.get("tokenizer") != TOKENIZER_VERSION:
         return "tokenizer setting changed"
     if deep:
