@@ -359,6 +359,7 @@ def scores(context: AssetExecutionContext, settings: KohakuSettings) -> Material
             "ref_precision": round(report.ref_precision, 4),
             "ref_recall": round(report.ref_recall, 4),
             "false_answer_rate": report.false_answer_rate if report.false_answer_rate is not None else "n/a",
+            "false_refusal_rate": report.false_refusal_rate if report.false_refusal_rate is not None else "n/a",
             "per_flag": MetadataValue.json({k: v.as_dict() for k, v in report.per_flag.items()}),
             "questions": len(rows),
             "per_type_accuracy": MetadataValue.json(per_type_accuracy(rows)),

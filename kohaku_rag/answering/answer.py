@@ -23,6 +23,7 @@ from typing import Any
 from kohaku_rag.answering.citing import cite_source
 from kohaku_rag.answering.compute import compute, with_working
 from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
+from kohaku_rag.answering.entity_split import entity_queries
 from kohaku_rag.answering.planner import plan_queries
 from kohaku_rag.answering.prediction import Prediction, prediction_from_row
 from kohaku_rag.answering.prompt import (
@@ -164,7 +165,7 @@ def _ask(
             if working is not None and working.result:
                 answer = with_working(answer, working, doc_ids)  # cites every operand's document
             elif gen.cite == "source":
-                answer = cite_source(answer, items)
+                answer = cite_source(answer, items, question)
             if working is not None and not working.founded and gen.abstain == "unfounded":
                 answer = Answer.blank(question.answer_unit)
             run.working = working.to_json() if working is not None else ""
@@ -288,12 +289,18 @@ def answer_runs(
     return out
 
 
-def plan_for(question: Question, chat: ChatModel, cfg: QAConfig) -> tuple[str, ...]:
-    if not cfg.retrieval.use_planner:
-        return (question.question,)
-    return plan_queries(
-        question.question, chat, cfg.retrieval.planner_max_queries, cfg.retrieval.planner_split_entities
-    ).queries
+def plan_for(question: Question, chat: ChatModel | None, cfg: QAConfig) -> tuple[str, ...]:
+    """The question, the planner's queries (`chat` writes them) and the entity queries."""
+    queries = (question.question,)
+    if cfg.retrieval.use_planner:
+        if chat is None:
+            raise ValueError("the planner is on but no chat model was given")
+        queries = plan_queries(
+            question.question, chat, cfg.retrieval.planner_max_queries, cfg.retrieval.planner_split_entities
+        ).queries
+    if cfg.retrieval.entity_queries == "rules":  # one per entity compared, after the planner's
+        queries = tuple(dict.fromkeys([*queries, *entity_queries(question.question)]))
+    return queries
 
 
 def answer_question(

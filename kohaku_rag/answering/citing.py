@@ -1,5 +1,11 @@
 """Citing: which context snippets state an answer, and cutting an answer's citations to the
-document that states it (`cite = "source"`)."""
+document that states it (`cite = "source"`).
+
+A question that combines documents keeps one cited document per side (issue 34: the 2026
+reference score is F1 over the gold set, so citing one of two earns 0.67): for a question
+the rule-based split divides (entity_split.py), each side's query keeps the cited document
+whose snippets share the most of its words; for a question asking for several values
+(answer_forms.py), every cited document stating one of the answer's members is kept."""
 
 from __future__ import annotations
 
@@ -7,9 +13,11 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
+from kohaku_rag.answering.entity_split import entity_queries
 from kohaku_rag.answering.prompt import enum_spelling
-from kohaku_rag.evaluation.normalise import is_blank_value
-from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.evaluation.answer_forms import asks_for_several
+from kohaku_rag.evaluation.normalise import is_blank_value, split_collection
+from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.retrieval.context import ContextItem
 
 
@@ -22,11 +30,18 @@ def states(text: str, value: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(value.lower())}(?![\w]|\.\d)", text.lower().replace(",", "")) is not None
 
 
-def cite_source(answer: Answer, items: Sequence[ContextItem]) -> Answer:
-    """The answer citing one document: the first it cites whose snippets state its value or
-    hold its quoted evidence sentence, else the first it cites (`cite = "source"`)."""
+def cite_source(answer: Answer, items: Sequence[ContextItem], question: Question | None = None) -> Answer:
+    """The answer citing its source: the first document it cites whose snippets state its
+    value or hold its quoted evidence sentence, else the first it cites (`cite = "source"`);
+    for a question combining documents, one per side as well (module docstring)."""
     if len(answer.ref_id) <= 1:
         return answer
+    if question is not None and asks_for_several(question):
+        members = split_collection(answer.answer_value)
+        if members is not None:
+            stating = [d for d in answer.ref_id if any(_states_any(i.text, members[1]) for i in items if i.doc_id == d)]
+            if stating:
+                return dataclasses.replace(answer, ref_id=tuple(stating))
     # The quote was offered in the enum's spelling (evidence_sentences): compare in it.
     quote = answer.supporting_materials.strip()[:100]
 
@@ -35,4 +50,25 @@ def cite_source(answer: Answer, items: Sequence[ContextItem]) -> Answer:
 
     stating = {i.doc_id for i in items if supports(i)}
     source = next((d for d in answer.ref_id if d in stating), answer.ref_id[0])
-    return dataclasses.replace(answer, ref_id=(source,))
+    sides = entity_queries(question.question) if question is not None else ()
+    kept = dict.fromkeys([source, *(_closest(side, answer.ref_id, items) for side in sides)])
+    return dataclasses.replace(answer, ref_id=tuple(d for d in answer.ref_id if d in kept))
+
+
+def _states_any(text: str, members: Sequence[str]) -> bool:
+    return any(states(text, m.strip()) or states(text, m.strip().replace(",", "")) for m in members)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9][a-z0-9.-]*[a-z0-9]", text.lower()) if len(w) > 2}
+
+
+def _closest(query: str, cited: Sequence[str], items: Sequence[ContextItem]) -> str:
+    """The cited document whose snippets (with their titles) share the most of the query's
+    words; the first cited on a tie."""
+    wanted = _words(query)
+
+    def overlap(doc: str) -> int:
+        return max((len(wanted & _words(f"{i.doc_title} {i.text}")) for i in items if i.doc_id == doc), default=0)
+
+    return max(cited, key=lambda d: (overlap(d), -cited.index(d)))

@@ -56,6 +56,7 @@ def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:
         "ref_f1": report.ref_f1 if counted else None,
         "false_answer_rate": report.false_answer_rate if counted else None,
         "blank_rate": report.blank_rate if counted else None,
+        "false_refusal_rate": report.false_refusal_rate if counted else None,
         "per_flag": json.dumps({k: v.as_dict() for k, v in report.per_flag.items()}),
     }
 
@@ -235,14 +236,15 @@ def _vs_best(row: dict[str, Any]) -> str:
 def leaderboard_markdown(rows: list[dict[str, Any]], limit: int = 20) -> str:
     """The table shown in the UI; * marks a difference with the best whose 95% interval excludes 0."""
     lines = [
-        "| config | final | metric | value | ref | na | ref P / R | false answers | runs | single run (mean ± sd) "
-        "| vs best (95% CI) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| config | final | metric | value | ref | na | ref P / R | false answers | false refusals | runs "
+        "| single run (mean ± sd) | vs best (95% CI) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {r['config']} | {r['final']:.3f} | {r.get('metric') or 'wattbot2025'} | {r['value']:.3f} | {r['ref']:.3f} "
         f"| {r['na']:.3f} | {_fraction(r.get('ref_precision'))} / {_fraction(r.get('ref_recall'))} "
-        f"| {_fraction(r.get('false_answer_rate'))} | {r['runs']} | {_pm(r)} | {_vs_best(r)} |"
+        f"| {_fraction(r.get('false_answer_rate'))} | {_fraction(r.get('false_refusal_rate'))} | {r['runs']} "
+        f"| {_pm(r)} | {_vs_best(r)} |"
         for r in rows[:limit]
     ]
     flagged = [r for r in rows[:limit] if r.get("per_flag") not in (None, "{}")]

@@ -252,8 +252,15 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
 
 
 def computes(question: Question, gen: GenerationPart) -> bool:
-    """Whether the reply writes its working (compute = "expression", a question with a unit)."""
-    return gen.compute == "expression" and unit_is_given(question.answer_unit) and not is_true_false(question)
+    """Whether the reply writes its working (compute = "expression", a question with a unit;
+    not one asking for several values: a computed result is one number, it would replace the
+    list)."""
+    return (
+        gen.compute == "expression"
+        and unit_is_given(question.answer_unit)
+        and not is_true_false(question)
+        and not asks_for_several(question)
+    )
 
 
 def choices(question: Question, items: Sequence[ContextItem], gen: GenerationPart) -> list[str]:

@@ -65,6 +65,10 @@ class RetrievalPart:
     # Issue 25: the planner writes one query per model, paper or source a question compares
     # or combines (planner.SPLIT_RULE); pair with `query_share` so each keeps its evidence.
     planner_split_entities: bool = False
+    # Issue 34: "rules" adds one query per entity a question compares or combines, split from
+    # its own words without the LLM (entity_split.py; "which of A and B", "X than Y", "between
+    # A and B", two "et al." names); pair with the search's `query_share`. "off": none.
+    entity_queries: Literal["off", "rules"] = "off"
     # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
     planner_model: LLMSpec | None = None
     # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
@@ -91,6 +95,8 @@ class RetrievalPart:
     def __post_init__(self) -> None:
         if self.planner_max_queries < 1:
             raise ValueError(f"planner_max_queries must be at least 1, got {self.planner_max_queries}")
+        if self.entity_queries not in ("off", "rules"):
+            raise ValueError(f'entity_queries {self.entity_queries!r} is not "off" or "rules"')
         if self.content_routing not in ROUTINGS:
             raise ValueError(f"content_routing {self.content_routing!r} is not one of {', '.join(ROUTINGS)}")
         for name in ("diverse_candidates", "diverse_n_know"):
@@ -326,6 +332,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "diverse_n_know",
         "diverse_passage_chars",
         "planner_split_entities",
+        "entity_queries",
     ),
     RetrievalConfig: _defaults(
         RetrievalConfig,

@@ -190,7 +190,7 @@ def compute_retrievals(
     def one(q: Question) -> tuple[dict[str, Any], int]:
         started = time.perf_counter()
         try:
-            queries = plan_for(q, chat, cfg) if chat is not None else (q.question,)
+            queries = plan_for(q, chat, cfg)
             items = searcher.search(queries, search_config(q, cfg.retrieval))
         # The planner's, a hosted reranker's or the diverse rerank's call failed (the endpoint
         # is down, or refused the request: a 401): a failure, retrieved again by the next run.

@@ -4,15 +4,17 @@
 Both give one `ScoredRow` per gold question; `summarise` turns rows into a `MetricReport`,
 the same way for a fresh scoring and for rows read back from the lake's score tables.
 
-* final / value / ref / na: the chosen metric's. 2025: the mean row total (KohakuRAG's
-  FINAL WATTBOT SCORE; na is the mean over every question). 2026: 0.75 × value + 0.20 × ref
-  + 0.05 × the abstention rate over unanswerable questions (na).
+* final / value / ref / na: the chosen metric's. Both: the mean row total (KohakuRAG's
+  FINAL WATTBOT SCORE; the official 2026 scorer's), na the mean over every question (an
+  answerable question counts 1), so 2026's final is 0.75 × value + 0.20 × ref + 0.05 × na.
 * unit: the share of rows whose answer_unit matches gold's (case and spaces ignored; weight
   0 in both metrics).
 * ref_precision / ref_recall / ref_f1: pooled over every row: cited ids that are gold ids
   over all cited ids, over all gold ids, and their harmonic mean (0 when nothing is cited).
 * false_answer_rate: of the unanswerable questions, the share given a value (None without
-  unanswerable questions); blank_rate: the share of all questions left blank.
+  unanswerable questions); false_refusal_rate: of the answerable questions, the share left
+  blank (None without answerable ones), the two ways an abstention policy loses points
+  under the 2026 rule (issue 34); blank_rate: the share of all questions left blank.
 * per_flag: when the question file has the 2026 flag columns, per flag the flagged
   questions, how many got the value wrong, and that wrong-rate.
 """
@@ -127,6 +129,8 @@ class MetricReport:
     unanswerable: int
     false_answer_rate: float | None
     blank_rate: float = 0.0  # the share of all questions the predictions left blank
+    false_answers: int = 0  # unanswerable questions given a value
+    false_refusals: int = 0  # answerable questions left blank
     per_flag: Mapping[str, FlagRate] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     extra: tuple[str, ...] = ()
@@ -134,6 +138,14 @@ class MetricReport:
     @property
     def n(self) -> int:
         return len(self.rows)
+
+    @property
+    def answerable(self) -> int:
+        return self.n - self.unanswerable
+
+    @property
+    def false_refusal_rate(self) -> float | None:
+        return self.false_refusals / self.answerable if self.answerable else None
 
     def error_counts(self) -> dict[str, int]:
         counts: Counter[str] = Counter(row.error_type for row in self.rows)
@@ -156,6 +168,9 @@ class MetricReport:
             "unanswerable": self.unanswerable,
             "false_answer_rate": None if self.false_answer_rate is None else round(self.false_answer_rate, 4),
             "blank_rate": round(self.blank_rate, 4),
+            "false_answers": self.false_answers,
+            "false_refusals": self.false_refusals,
+            "false_refusal_rate": None if self.false_refusal_rate is None else round(self.false_refusal_rate, 4),
             "missing": len(self.missing),
         }
 
@@ -169,6 +184,11 @@ class MetricReport:
         ]
         false = f", false-answer rate {self.false_answer_rate or 0.0:.4f}" if self.unanswerable else ""
         out.append(f"  abstained on {self.blank_rate:.4f} of the questions; {self.unanswerable} unanswerable{false}")
+        out.append(
+            f"  false answers {self.false_answers} of {self.unanswerable} unanswerable; "
+            f"false refusals {self.false_refusals} of {self.answerable} answerable"
+            + (f" ({self.false_refusal_rate:.4f})" if self.false_refusal_rate is not None else "")
+        )
         if self.per_flag:
             out.append("  wrong value by flag: " + ", ".join(
                 f"{name} {r.wrong}/{r.n} ({r.wrong_rate:.3f})" for name, r in self.per_flag.items()
@@ -224,12 +244,10 @@ def summarise(
     value = sum(r.value for r in rows) / n
     ref = sum(r.ref for r in rows) / n
     unanswerable = [r for r in rows if r.unanswerable]
-    if chosen == "wattbot2025":
-        na = sum(r.na for r in rows) / n
-        final = sum(r.total for r in rows) / n
-    else:
-        na = sum(r.na for r in unanswerable) / len(unanswerable) if unanswerable else 1.0
-        final = wattbot2026.VALUE_WEIGHT * value + wattbot2026.REF_WEIGHT * ref + wattbot2026.NA_WEIGHT * na
+    # Both leaderboards average the abstention check over every question (a row's `na` is 1
+    # on an answerable question), so the final is the mean of the rows' totals.
+    na = sum(r.na for r in rows) / n
+    final = sum(r.total for r in rows) / n
     cited = sum(r.cited for r in rows)
     hits = sum(r.cited_gold for r in rows)
     gold_refs = sum(r.gold_refs for r in rows)
@@ -250,6 +268,8 @@ def summarise(
         unanswerable=len(unanswerable),
         false_answer_rate=(sum(r.false_answer for r in unanswerable) / len(unanswerable)) if unanswerable else None,
         blank_rate=sum(r.blank for r in rows) / n,
+        false_answers=sum(r.false_answer for r in unanswerable),
+        false_refusals=sum(r.blank for r in rows if not r.unanswerable),
         per_flag=per_flag(rows) if flagged or any(r.flags for r in rows) else {},
         missing=missing,
         extra=extra,

@@ -22,12 +22,12 @@ Final = 0.75 × value + 0.20 × ref + 0.05 × abstention; the unit is reported, 
     "about 40", "10-20" -> the range [10,20]).
 * ref: F1 between the cited and the gold id sets (lower-cased); both empty -> 1, one
   empty -> 0. Citing one of four gold documents earns 2·1·0.25/1.25 = 0.4.
-* abstention, only on unanswerable questions: right only when answer_value, ref_id,
-  ref_url and supporting_materials are all blank (a refusal that still cites is wrong).
-  The final uses the abstention rate over the unanswerable questions (1.0 when there are
-  none), as the 2025 Kaggle leaderboard's NA recall did; a row's `na` on an answerable
-  question is 1 (nothing to abstain from), so a row's `total` is its share as in 2025
-  and the mean of the totals can differ from `final` by at most 0.05.
+* abstention: on an unanswerable question, right only when answer_value, ref_id, ref_url
+  and supporting_materials are all blank (a refusal that still cites is wrong); an
+  answerable question counts 1 (nothing to abstain from). The final averages it over every
+  question, as the official 2026 scorer does (issue 34: averaging over the unanswerable
+  questions only gave 0.808 where the leaderboard gave 0.857), so `final` is the mean of
+  the rows' totals.
 * Reference typos are not resolved (the official scorer compares ids as written).
 """
 
@@ -190,7 +190,7 @@ class Totals:
     final: float
     value: float
     ref: float
-    na: float  # the abstention rate over unanswerable questions (1.0 without any)
+    na: float  # the abstention check averaged over every question (an answerable one counts 1)
     unit: float
 
 
@@ -202,8 +202,7 @@ def totals(questions: Sequence[Question], preds: Mapping[str, Answer]) -> Totals
     n = len(parts)
     value = sum(p.value for p in parts) / n
     ref = sum(p.ref for p in parts) / n
-    asked = [p.abstention for p in parts if p.abstention is not None]
-    na = sum(asked) / len(asked) if asked else 1.0
+    na = sum(1.0 if p.abstention is None else p.abstention for p in parts) / n
     unit = sum(p.unit for p in parts) / n
     return Totals(VALUE_WEIGHT * value + REF_WEIGHT * ref + NA_WEIGHT * na, value, ref, na, unit)
 

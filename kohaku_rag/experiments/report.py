@@ -61,6 +61,7 @@ COLUMNS = (
     "ref_precision",
     "ref_recall",
     "false_answer_rate",
+    "false_refusal_rate",
     "per_flag",
 )
 
@@ -223,7 +224,7 @@ def table(report: Report) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the report's table, as text cells."""
     members = {m.name: m for m in report.members}
     header = ["member", *(k.rsplit(".", 1)[-1] for k in report.keys), "voted", "metric", "value / ref / na",
-              "ref P / R", "false answers", "single run mean ± sd", "seeds",
+              "ref P / R", "false answers / refusals", "single run mean ± sd", "seeds",
               "ensemble curve (m=1..)", "vs best (95% CI)", "LLM calls", "cache hits", "tokens", "LLM s"]  # fmt: skip
     lines = []
     for r in report.rows:
@@ -241,7 +242,8 @@ def table(report: Report) -> tuple[list[str], list[list[str]]]:
         lines.append(
             [m.name, *(_label(_value(m, k)) for k in report.keys), _num(r["final"]),
              str(r.get("metric") or "wattbot2025"), " / ".join(_num(r.get(k)) for k in ("value", "ref", "na")),
-             f"{_num(r.get('ref_precision'))} / {_num(r.get('ref_recall'))}", _num(r.get("false_answer_rate")),
+             f"{_num(r.get('ref_precision'))} / {_num(r.get('ref_recall'))}",
+             f"{_num(r.get('false_answer_rate'))} / {_num(r.get('false_refusal_rate'))}",
              f"{_num(r['final_mean'])} ± {_num(r['final_sd'])}", str(r.get("seeds", "")), curve, vs,
              *cost, _num(r.get("llm_seconds"), 1)]
         )  # fmt: skip

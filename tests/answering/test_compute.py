@@ -213,3 +213,38 @@ def test_the_reply_chooses_among_the_candidates_or_says_other() -> None:
     assert "Candidate values (in kWh): 8.11, 0.93" in sent["messages"][-1]["content"]
     other, _ = ask("other", "about 7 kWh")
     assert other.answer.answer_value == "7"  # read from the reply's answer words
+
+
+def test_an_answer_combining_two_documents_cites_both_under_cite_source() -> None:
+    """Issue 34: with `cite = "source"` (the default) an answer was cut to one document, so a
+    two-paper answer earned a reference F1 of 0.67. Each side of the comparison keeps the
+    cited document closest to it: Qwen 72B's and Qwen 7B's; a third cited one is dropped."""
+    content = reply([], "", "8.72", ["zschache2025", "li2025b", "other2024"])
+    prediction, _ = run(RATIO, content)
+    assert prediction.answer.answer_value == "8.72"
+    assert prediction.answer.ref_id == ("zschache2025", "other2024")
+    # A question about one document still cites one.
+    single = Question("q4", "How much energy did Qwen 72B consume on zero-shot classification?", "kWh")
+    one, _ = run(single, reply([], "", "8.11", ["other2024", "zschache2025"]))
+    assert one.answer.ref_id == ("zschache2025",)
+
+
+def test_a_list_answer_cites_every_document_stating_a_member() -> None:
+    question = Question("q5", "How much energy did Qwen 72B and Qwen 7B use, respectively?", "Wh")
+    prediction, _ = run(question, reply([], "", "(8110, 930)", ["other2024", "li2025b", "zschache2025"]))
+    # 930 is stated by other2024; 8110 Wh is 8.11 kWh: no snippet spells it, so zschache2025
+    # is not kept on the value; li2025b states neither
+    assert prediction.answer.ref_id == ("other2024",)
+    both, _ = run(question, reply([], "", "(8.11, 930)", ["li2025b", "zschache2025", "other2024"]))
+    assert both.answer.ref_id == ("zschache2025", "other2024")
+
+
+def test_a_question_asking_for_several_values_keeps_its_list_with_compute_on() -> None:
+    """A computed result is one number: it replaced the list `(a,b)` a question asking for
+    several values needs (the 2026 list form), so such a question asks for no working."""
+    question = Question("q6", "How much energy did Qwen 72B and Qwen 7B use, respectively, in kWh?", "kWh")
+    operands = [{"name": "a", "value": "8.11", "unit": "kWh", "ref_id": "zschache2025"}]
+    prediction, sent = run(question, reply(operands, "a", "(8.11, 0.93)", ["zschache2025", "other2024"]))
+    assert prediction.answer.answer_value == "(8.11,0.93)"
+    assert prediction.working == ""
+    assert "operands" not in sent["response_format"]["json_schema"]["schema"]["properties"]

@@ -51,14 +51,15 @@ def test_the_2026_metric_through_eval_the_store_and_the_leaderboard(env, capsys)
     captured = capsys.readouterr()
     summary = json.loads(captured.out.strip().splitlines()[-1])
     # q1, q2 right; q3 (gold is_blank) answered 0.18 citing water: value 0, ref 0, abstention 0.
-    # value 2/3, ref 2/3, abstention 0/1: 0.75·2/3 + 0.20·2/3 + 0.05·0 = 0.6333
-    assert (summary["metric"], summary["final"], summary["na"]) == ("wattbot2026", 0.6333, 0.0)
+    # value 2/3, ref 2/3, abstention (1+1+0)/3 over every question, as the official scorer:
+    # 0.75·2/3 + 0.20·2/3 + 0.05·2/3 = 0.6667
+    assert (summary["metric"], summary["final"], summary["na"]) == ("wattbot2026", 0.6667, 0.6667)
     assert summary["per_flag"] == {
         "Table": {"n": 1, "wrong": 0, "wrong_rate": 0.0},
         "is_NA": {"n": 1, "wrong": 1, "wrong_rate": 1.0},
     }
     assert summary["false_answer_rate"] == 1.0
-    assert "wattbot2026 score 0.6333" in captured.err and "Table 0/1" in captured.err
+    assert "wattbot2026 score 0.6667" in captured.err and "Table 0/1" in captured.err
 
     keys = st.keys_for(settings.lake, cfg)
     stored = st.score_path(settings.lake, st.score_key(keys.ensemble, "wattbot2026"))
@@ -74,7 +75,7 @@ def test_the_2026_metric_through_eval_the_store_and_the_leaderboard(env, capsys)
         f"from '{st.leaderboard_path(settings.lake)}' where config = 'm26'"
     ).fetchall()
     # cited q1 carbon, q2 gpu, q3 water: 2 of 3 cited ids are gold ids
-    assert board[0][:5] == ("m26", "wattbot2026", pytest.approx(0.6333, abs=1e-4), pytest.approx(2 / 3), 1.0)
+    assert board[0][:5] == ("m26", "wattbot2026", pytest.approx(2 / 3, abs=1e-4), pytest.approx(2 / 3), 1.0)
     assert json.loads(board[0][5])["is_NA"]["wrong"] == 1
 
     # The same stored answers under both metrics, no LLM: `kohaku score` on eval's submission.
@@ -85,7 +86,7 @@ def test_the_2026_metric_through_eval_the_store_and_the_leaderboard(env, capsys)
                          "--json"]) == 0  # fmt: skip
         finals[metric] = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["final"]
     # 2025: q1, q2 score 1; q3 value 0, Jaccard 0 (gold uncited), NA 0: 2/3
-    assert finals == {"wattbot2026": 0.6333, "wattbot2025": 0.6667}
+    assert finals == {"wattbot2026": 0.6667, "wattbot2025": 0.6667}
     # ... or `kohaku eval --metric`: every table reused, the answers scored under the other metric.
     assert cli_main(["eval", "--questions", str(flagged), "--config", "m26", "--metric", "wattbot2025",
                      "--out", str(out), "--json", *args]) == 0  # fmt: skip

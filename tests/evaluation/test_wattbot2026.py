@@ -1,14 +1,15 @@
 """The WattBot 2026 metric and `kohaku score`, on small gold/submission files written here.
 
-Per question: 0.75·value + 0.20·ref(F1); final = 0.75·mean value + 0.20·mean ref + 0.05·the
-abstention rate over unanswerable questions. Every expected number is worked out by hand in
-the comments next to it.
+Per question: 0.75·value + 0.20·ref(F1) + 0.05·abstention (1 on an answerable question);
+final = their mean, as the official 2026 scorer (issue 34). Every expected number is worked
+out by hand in the comments next to it.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ import pytest
 from kohaku_assets.cli import main as cli_main
 from kohaku_rag.evaluation.metrics import score_with
 from kohaku_rag.evaluation.records import BLANK, Answer, Question
-from kohaku_rag.evaluation.wattbot2026 import abstained, components, read_value, ref_f1, values_match
+from kohaku_rag.evaluation.wattbot2026 import abstained, components, read_value, ref_f1, totals, values_match
 from kohaku_rag.evaluation.wattbot_csv import load_questions, load_submission, write_submission_csv
 
 FLAGS = ("Quote", "Table", "Figure", "Math", "is_NA", "CrossPaper", "Reconcile")
@@ -187,6 +188,23 @@ def test_unit_weighs_nothing() -> None:
     assert report.final == pytest.approx(1.0)  # 0.75 + 0.20 + 0.05 (no unanswerable: rate 1)
 
 
+def test_the_abstention_check_is_averaged_over_every_question_as_the_leaderboard() -> None:
+    """Issue 34: the official scorer averages the clean-refusal check over all questions (an
+    answerable one counts 1); averaging over the unanswerable ones only scored 0.808 where the
+    leaderboard said 0.857. Three answerable questions right and cited, one unanswerable
+    answered: value 3/4, ref 3/4 (the false answer cites a document the blank gold has not),
+    abstention (1+1+1+0)/4 = 3/4, final 0.75·3/4 + 0.20·3/4 + 0.05·3/4 = 0.75 (the mean of the
+    row totals 1, 1, 1, 0); over the unanswerable one alone it was 0.7125."""
+    questions = [replace(_q("12"), id=f"a{i}") for i in range(3)] + [replace(_q(BLANK), id="u")]
+    preds = {f"a{i}": Answer("12", "12", "kWh", ("a",)) for i in range(3)} | {"u": Answer("7", "7", "kWh", ("a",))}
+    report = score_with("wattbot2026", questions, preds)
+    assert report.na == pytest.approx(0.75)
+    assert report.final == pytest.approx(0.75)
+    assert report.final == pytest.approx(sum(r.total for r in report.rows) / 4)
+    assert totals(questions, preds).final == pytest.approx(0.75)
+    assert totals(questions, preds).na == pytest.approx(0.75)
+
+
 # ── a whole file ───────────────────────────────────────────────────────────
 
 
@@ -197,13 +215,18 @@ def test_the_2026_file_score_by_hand(files: tuple[Path, Path]) -> None:
     assert [(by_id[q].value, round(by_id[q].ref, 4)) for q in sorted(by_id)] == [
         (1.0, 1.0), (1.0, 1.0), (1.0, 0.6667), (1.0, 0.4), (0.0, 1.0), (1.0, 1.0), (1.0, 0.0), (0.0, 0.0), (0.0, 1.0)
     ]  # fmt: skip
-    # value 6/9; ref (1+1+2/3+0.4+1+1+0+0+1)/9 = 6.0667/9; abstention: g6 yes, g7 cites, g9 answers -> 1/3
+    # value 6/9; ref (1+1+2/3+0.4+1+1+0+0+1)/9 = 6.0667/9; abstention: the 6 answerable count 1,
+    # g6 yes, g7 cites, g9 answers -> 7/9
     assert report.value == pytest.approx(6 / 9)
     assert report.ref == pytest.approx((6 + 2 / 3 - 0.6) / 9)
-    assert report.na == pytest.approx(1 / 3)
-    assert report.final == pytest.approx(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 / 3)  # 0.6514815
+    assert report.na == pytest.approx(7 / 9)
+    assert report.final == pytest.approx(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9)  # 0.6903704
     assert report.false_answer_rate == pytest.approx(1 / 3)  # g9 of g6, g7, g9
     assert report.blank_rate == pytest.approx(3 / 9)  # g6, g7 and the missing g8
+    # the abstention policy's two losses (issue 34): g9 answered of the 3 unanswerable; the
+    # missing g8 refused of the 6 answerable
+    assert (report.false_answers, report.false_refusals, report.false_refusal_rate) == (1, 1, pytest.approx(1 / 6))
+    assert "false answers 1 of 3 unanswerable; false refusals 1 of 6 answerable (0.1667)" in "\n".join(report.lines())
     # pooled refs: cited 1+1+2+1+2+0+1+0+0 = 8, of which gold 6; gold ids 1+1+1+4+2+0+0+1+0 = 10
     assert (report.ref_precision, report.ref_recall) == (pytest.approx(0.75), pytest.approx(0.6))
     assert report.unit == pytest.approx(8 / 9)  # g7 answered kWh for is_blank
@@ -231,10 +254,11 @@ def test_kohaku_score_json(files: tuple[Path, Path], capsys: pytest.CaptureFixtu
     out = capsys.readouterr()
     summary = json.loads(out.out.strip().splitlines()[-1])
     assert list(summary)[:6] == ["final", "value", "ref", "na", "n", "per_flag"]
-    assert summary["final"] == round(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 / 3, 4) == 0.6515
-    assert (summary["n"], summary["na"], summary["metric"]) == (9, 0.3333, "wattbot2026")
+    assert summary["final"] == round(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9, 4) == 0.6904
+    assert (summary["n"], summary["na"], summary["metric"]) == (9, 0.7778, "wattbot2026")
     assert summary["per_flag"]["Reconcile"] == {"n": 1, "wrong": 1, "wrong_rate": 1.0}
-    assert "wattbot2026 score 0.6515" in out.err and "g8" not in out.out
+    assert (summary["false_answers"], summary["false_refusals"], summary["false_refusal_rate"]) == (1, 1, 0.1667)
+    assert "wattbot2026 score 0.6904" in out.err and "g8" not in out.out
 
 
 def test_kohaku_score_defaults_to_2025(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
