@@ -59,16 +59,21 @@ def _states_any(text: str, members: Sequence[str]) -> bool:
     return any(states(text, m.strip()) or states(text, m.strip().replace(",", "")) for m in members)
 
 
+_STOP = frozenset(["of", "in", "on", "to", "by", "at", "is", "as", "or", "an", "the", "and", "for", "was", "are"])
+
+
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9][a-z0-9.-]*[a-z0-9]", text.lower()) if len(w) > 2}
+    """Lower-cased words of two characters or more ("7b" names a model), a few stop words out."""
+    return {w for w in re.findall(r"[a-z0-9][a-z0-9.-]*[a-z0-9]", text.lower()) if w not in _STOP}
 
 
 def _closest(query: str, cited: Sequence[str], items: Sequence[ContextItem]) -> str:
     """The cited document whose snippets (with their titles) share the most of the query's
-    words; the first cited on a tie."""
+    words, the first cited on a tie; "" when none shares any (the side keeps nothing)."""
     wanted = _words(query)
 
     def overlap(doc: str) -> int:
         return max((len(wanted & _words(f"{i.doc_title} {i.text}")) for i in items if i.doc_id == doc), default=0)
 
-    return max(cited, key=lambda d: (overlap(d), -cited.index(d)))
+    best = max(cited, key=lambda d: (overlap(d), -cited.index(d)))
+    return best if overlap(best) > 0 else ""
