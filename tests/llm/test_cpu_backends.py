@@ -67,9 +67,9 @@ def test_a_changed_variant_list_fails_the_build_loudly() -> None:
 
 def test_without_the_loader_llama_cpp_finds_no_cpu_backend(tmp_path: Path) -> None:
     """What ensure_cpu_backend fixes, shown in a fresh process (the loader is process-wide)."""
-    from kohaku_rag.llm.model_files import ensure_bundled_model
+    from kohaku_rag.llm.model_files import bundled_model
 
-    model = ensure_bundled_model(Path(__file__).resolve().parents[2] / ".models")
+    model = bundled_model()
     code = (
         "import sys, llama_cpp\n"
         "try:\n"
