@@ -73,6 +73,7 @@ def test_two_lakes_share_one_model_file_on_disk(tmp_path: Path, monkeypatch: pyt
     assert gguf_files(tmp_path) == [store / BUNDLED_FILE]  # one 1.1 GB file, not one per lake
     assert (store / BUNDLED_FILE).stat().st_size == BUNDLED_SIZE
     assert sorted(p.name for p in store.iterdir()) == [f".{BUNDLED_FILE}.lock", BUNDLED_FILE]  # no temporary left
+    (store / BUNDLED_FILE).unlink()  # pytest keeps the last runs' tmp folders: not 1.1 GB each
 
 
 def test_store_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
