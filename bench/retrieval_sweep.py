@@ -190,10 +190,30 @@ def main() -> None:
     ]
     for title, ids in tables:
         lines += [*table(runs, ids, title), ""]
+    lines += [*budget_table(runs[0], tables[:3]), ""]
     text = "\n".join(lines)
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n", encoding="utf-8")
+
+
+def budget_table(base: Run, tables: Sequence[tuple[str, set[str]]]) -> list[str]:
+    """The default's evidence recall at each smaller budget against 4,000 characters, paired."""
+    out = [
+        "### the default's budget: evidence recall at each budget minus at 4,000 characters [95% CI]",
+        "",
+        "| questions | " + " | ".join(f"{b:,}" for b in BUDGETS[:-1]) + " |",
+        "|---" * len(BUDGETS) + "|",
+    ]
+    for title, ids in tables:
+        quoted = sorted(i for i in ids if base.scores[i].evidence is not None)
+        at = {b: [base.scores[i].evidence[b] for i in quoted] for b in BUDGETS}  # type: ignore[index]
+        cells = []
+        for b in BUDGETS[:-1]:
+            c = paired_bootstrap(at[b], at[4000])
+            cells.append(f"{c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}]{' *' if c.significant else ''}")
+        out.append(f"| {title} ({len(quoted)}) | " + " | ".join(cells) + " |")
+    return out
 
 
 def split_plans() -> list[tuple[str, RetrievalConfig, Queries]]:
