@@ -291,7 +291,7 @@ def answer_runs(
 
 def plan_for(question: Question, chat: ChatModel | None, cfg: QAConfig) -> tuple[str, ...]:
     """The question, the planner's queries (`chat` writes them) and the entity queries."""
-    queries = (question.question,)
+    queries: tuple[str, ...] = (question.question,)
     if cfg.retrieval.use_planner:
         if chat is None:
             raise ValueError("the planner is on but no chat model was given")

@@ -39,9 +39,9 @@ def cite_source(answer: Answer, items: Sequence[ContextItem], question: Question
     if question is not None and asks_for_several(question):
         members = split_collection(answer.answer_value)
         if members is not None:
-            stating = [d for d in answer.ref_id if any(_states_any(i.text, members[1]) for i in items if i.doc_id == d)]
-            if stating:
-                return dataclasses.replace(answer, ref_id=tuple(stating))
+            listed = [d for d in answer.ref_id if any(_states_any(i.text, members[1]) for i in items if i.doc_id == d)]
+            if listed:
+                return dataclasses.replace(answer, ref_id=tuple(listed))
     # The quote was offered in the enum's spelling (evidence_sentences): compare in it.
     quote = answer.supporting_materials.strip()[:100]
 

@@ -79,5 +79,5 @@ def test_the_option_adds_the_sides_after_the_question_without_the_llm() -> None:
 
 
 def test_a_bad_value_is_refused_naming_the_key() -> None:
-    with pytest.raises(ValueError, match="entity_queries 'llm'"):
+    with pytest.raises(ValueError, match=r'retrieval.entity_queries: "llm" is not one of the allowed values'):
         qa_config_from_mapping({"questions": "q.csv", "retrieval": {"entity_queries": "llm"}})

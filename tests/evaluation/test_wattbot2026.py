@@ -220,7 +220,7 @@ def test_the_2026_file_score_by_hand(files: tuple[Path, Path]) -> None:
     assert report.value == pytest.approx(6 / 9)
     assert report.ref == pytest.approx((6 + 2 / 3 - 0.6) / 9)
     assert report.na == pytest.approx(7 / 9)
-    assert report.final == pytest.approx(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9)  # 0.6903704
+    assert report.final == pytest.approx(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9)  # 0.6737037
     assert report.false_answer_rate == pytest.approx(1 / 3)  # g9 of g6, g7, g9
     assert report.blank_rate == pytest.approx(3 / 9)  # g6, g7 and the missing g8
     # the abstention policy's two losses (issue 34): g9 answered of the 3 unanswerable; the
@@ -254,11 +254,11 @@ def test_kohaku_score_json(files: tuple[Path, Path], capsys: pytest.CaptureFixtu
     out = capsys.readouterr()
     summary = json.loads(out.out.strip().splitlines()[-1])
     assert list(summary)[:6] == ["final", "value", "ref", "na", "n", "per_flag"]
-    assert summary["final"] == round(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9, 4) == 0.6904
+    assert summary["final"] == round(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9, 4) == 0.6737
     assert (summary["n"], summary["na"], summary["metric"]) == (9, 0.7778, "wattbot2026")
     assert summary["per_flag"]["Reconcile"] == {"n": 1, "wrong": 1, "wrong_rate": 1.0}
     assert (summary["false_answers"], summary["false_refusals"], summary["false_refusal_rate"]) == (1, 1, 0.1667)
-    assert "wattbot2026 score 0.6904" in out.err and "g8" not in out.out
+    assert "wattbot2026 score 0.6737" in out.err and "g8" not in out.out
 
 
 def test_kohaku_score_defaults_to_2025(files: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
