@@ -36,6 +36,10 @@ from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates
 from kohaku_rag.llm.reply_stream import ReplySink, reply_sink
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
+# Replies decoded together at most (the voted runs of one answer), and the reply length
+# the parallel context makes room for: longer replies are decoded one after another.
+PARALLEL_SEQS = 8
+PARALLEL_MAX_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class LlamaCppChat:
         n_threads: int | None = None,
         seed: int = 0,
         prefix_cache: bool = True,
+        parallel_replies: bool = True,
     ) -> None:
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
@@ -91,6 +96,9 @@ class LlamaCppChat:
         self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
         # The KV states of repeating prompt prefixes (prefix_states.py); None turns it off.
         self.prefix_states: PrefixStates | None = PrefixStates() if prefix_cache else None
+        # m replies to one prompt decoded together (parallel_runs.py); False: one after another.
+        self.parallel_replies = parallel_replies
+        self._together: Any = None
 
     def __repr__(self) -> str:
         return f"LlamaCppChat({str(self.model_path)!r}, n_ctx={self.context_window})"
@@ -102,17 +110,24 @@ class LlamaCppChat:
             return self._complete(req)
 
     def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
-        groups: dict[tuple[Message, ...], list[int]] = {}
+        groups: dict[tuple[Any, ...], list[int]] = {}
         for i, req in enumerate(reqs):
-            groups.setdefault(req.messages, []).append(i)
+            groups.setdefault(_sampling_key(req), []).append(i)
         results: list[ChatResult | Exception | None] = [None] * len(reqs)
         with self._lock:
-            for indices in groups.values():  # same prompt back to back: KV prefix reuse
-                for i in indices:
-                    try:
-                        results[i] = self._complete(reqs[i])
-                    except Exception as exc:  # noqa: BLE001 - reported in its own slot
-                        results[i] = exc
+            for indices in groups.values():
+                # Same prompt, same sampling, other seeds: decoded together (parallel_runs.py),
+                # else back to back (the second run reuses the first's prompt KV).
+                for chunk in _chunks(indices, PARALLEL_SEQS):
+                    if len(chunk) > 1 and self._parallel_fits(reqs[chunk[0]]):
+                        for i, res in zip(chunk, self._complete_parallel([reqs[i] for i in chunk]), strict=True):
+                            results[i] = res
+                        continue
+                    for i in chunk:
+                        try:
+                            results[i] = self._complete(reqs[i])
+                        except Exception as exc:  # noqa: BLE001 - reported in its own slot
+                            results[i] = exc
         return [r for r in results if r is not None]
 
     def prompt_tokens(self, messages: Sequence[Message]) -> int:
@@ -165,25 +180,98 @@ class LlamaCppChat:
         perf = llama_cpp.llama_perf_context(llm.ctx)
         self.last_timings = LlamaTimings(perf.n_p_eval, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
         self.prompt_tokens_evaluated += perf.n_p_eval
-        if req.json_schema is not None:
-            try:
-                loads_json(text)
-            except json.JSONDecodeError as exc:
-                if finish == "length":
-                    raise UnusableReply(
-                        f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
-                        "was complete; raise max_tokens"
-                    ) from None
-                raise UnusableReply(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
-            text = text.strip()
         return ChatResult(
-            text=text,
+            text=self._checked(req, text, finish),
             prompt_tokens=len(tokens),
             completion_tokens=completion_tokens,
             seconds=seconds,
             cached=False,
             mean_logprob=recorder.mean() if recorder is not None else None,
         )
+
+    def _parallel_fits(self, req: ChatRequest) -> bool:
+        """Whether a request's replies can be decoded together: sampled text (no
+        probabilities read), text only, and room for every reply in the parallel context."""
+        return (
+            self.parallel_replies
+            and not req.top_logprobs
+            and not req.reply_logprobs
+            and not any(m.images for m in req.messages)
+            and req.max_tokens <= PARALLEL_MAX_TOKENS
+        )
+
+    def _complete_parallel(self, reqs: list[ChatRequest]) -> list[ChatResult | Exception]:
+        """One prompt, one reply per request (each its own seed), decoded together."""
+        req = reqs[0]
+        try:
+            llm = self._model()
+            tokens = self._tokens(req.messages)
+            if len(tokens) + req.max_tokens > self.context_window:
+                raise ContextOverflowError(
+                    f"{self.model_id}: the prompt takes {len(tokens)} tokens and the reply may take "
+                    f"{req.max_tokens}, more than n_ctx={self.context_window}; send less context",
+                    prompt_tokens=len(tokens),
+                    limit=self.context_window,
+                )
+            import llama_cpp
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+            together = self._parallel(llm)
+            grammar = json_schema_to_gbnf(req.schema_text) if req.schema_text is not None else None
+            llama_cpp.llama_perf_context_reset(together.ctx)
+            started = time.perf_counter()
+            replies, evaluated = together.sample(
+                tokens,
+                self._shared_prefix(req.messages, tokens),
+                self.prefix_states,
+                [r.seed for r in reqs],
+                req.temperature,
+                req.max_tokens,
+                grammar,
+                reply_sink(),
+            )
+            seconds = time.perf_counter() - started
+        except (RuntimeError, ValueError) as exc:
+            return [BackendError(f"{self.model_id}: generation failed: {exc}")] * len(reqs)
+        except Exception as exc:  # noqa: BLE001 - every reply of the group fails alike
+            return [exc] * len(reqs)
+        perf = llama_cpp.llama_perf_context(together.ctx)
+        self.last_timings = LlamaTimings(evaluated, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
+        self.prompt_tokens_evaluated += evaluated
+        out: list[ChatResult | Exception] = []
+        for reply in replies:
+            try:
+                text = self._checked(req, reply.text, reply.finish)
+            except UnusableReply as exc:
+                out.append(exc)
+                continue
+            # The group's time shared by its replies: a run's cost, as the eval's totals add it up.
+            out.append(ChatResult(text, len(tokens), reply.tokens, seconds / len(replies), cached=False))
+        return out
+
+    def _parallel(self, llm: Any) -> Any:
+        if self._together is None:
+            from kohaku_rag.llm.parallel_runs import ParallelReplies
+
+            self._together = ParallelReplies(
+                llm, self.context_window + PARALLEL_SEQS * PARALLEL_MAX_TOKENS, PARALLEL_SEQS, self.n_threads
+            )
+        return self._together
+
+    def _checked(self, req: ChatRequest, text: str, finish: str | None) -> str:
+        """A grammar-constrained reply's text, or UnusableReply when it is not JSON."""
+        if req.json_schema is None:
+            return text
+        try:
+            loads_json(text)
+        except json.JSONDecodeError as exc:
+            if finish == "length":
+                raise UnusableReply(
+                    f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
+                    "was complete; raise max_tokens"
+                ) from None
+            raise UnusableReply(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
+        return text.strip()
 
     def _first_token(
         self, llm: Any, tokens: list[int], top: int, shared: int, reuse_prefix: bool = False
@@ -338,3 +426,20 @@ class _TokenLogprobs:
 
     def mean(self) -> float | None:
         return sum(self.chosen) / len(self.chosen) if self.chosen else None
+
+
+def _sampling_key(req: ChatRequest) -> tuple[Any, ...]:
+    """What requests must share, seed aside, to be decoded together."""
+    return (
+        req.messages,
+        req.temperature,
+        req.max_tokens,
+        req.schema_text,
+        req.top_logprobs,
+        req.reply_logprobs,
+        req.reuse_prefix,
+    )
+
+
+def _chunks(items: list[int], size: int) -> list[list[int]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MIN_PREFIX_TOKENS", "PrefixStates"]
@@ -58,11 +59,36 @@ class PrefixStates:
         self.misses += 1
         llm.n_tokens = 0
         llm.eval(prefix)
-        size = llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
+        self._save(llm.ctx, key)
+        return len(prefix)
+
+    def evaluate_into(self, ctx: Any, prefix: list[int], evaluate: Callable[[list[int]], None]) -> int:
+        """The same for another context on the same model (parallel_runs.py), whose
+        sequence 0 is empty: restore `prefix` when saved, else `evaluate` it there and save
+        it. Returns how many tokens were evaluated."""
+        import llama_cpp
+
+        key = tuple(prefix)
+        saved = self._states.get(key)
+        if saved is not None:
+            if llama_cpp.llama_state_seq_set_data(ctx, *saved, 0):
+                self._states.move_to_end(key)
+                self.hits += 1
+                return 0
+            del self._states[key]
+            llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, -1, -1)
+        self.misses += 1
+        evaluate(prefix)
+        self._save(ctx, key)
+        return len(prefix)
+
+    def _save(self, ctx: Any, key: tuple[int, ...]) -> None:
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         buffer = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(llm.ctx, buffer, size, 0)
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
         if written:
             self._states[key] = (buffer, written)
             while len(self._states) > self.capacity:
                 self._states.popitem(last=False)
-        return len(prefix)

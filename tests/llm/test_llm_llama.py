@@ -58,9 +58,9 @@ def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
     llm.prefix_states = PrefixStates()  # what earlier tests saved is forgotten
     before = llm.prompt_tokens_evaluated
     results = llm.complete_many(batch)
-    # Grouped by prompt: each prompt evaluated once; a repeat costs one replayed token; the
-    # second prompt's opening is restored from the first's saved prefix state.
-    assert llm.prompt_tokens_evaluated - before == p_shared + (p_other - shared) + 2
+    # Grouped by prompt: each prompt evaluated once (the three runs of the shared one decoded
+    # together); the second prompt's opening is restored from the first's saved prefix state.
+    assert llm.prompt_tokens_evaluated - before == p_shared + (p_other - shared)
 
     # Each reply sits in its own slot and equals the same request made on its own.
     alone: dict[int, str] = {}
@@ -190,3 +190,38 @@ def test_a_streamed_reply_is_the_same_reply_piece_by_piece(llm: LlamaCppChat) ->
     assert streamed.completion_tokens == len(pieces)
     llm.complete(req)  # outside the block: nothing more is sent
     assert len(pieces) == streamed.completion_tokens
+
+
+def test_voted_runs_share_one_prefill_and_decode_together(llm: LlamaCppChat) -> None:
+    """m runs of one prompt (KohakuRAG's voted runs): the prompt is evaluated once, the m
+    replies are decoded together (one model step carries a token of each, so the steps are
+    the longest reply's, not the sum), and each run's reply is the one its seed gives when
+    asked alone with a fresh prefill."""
+    schema = {
+        "type": "object",
+        "properties": {"animals": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
+        "required": ["animals"],
+    }
+    messages = user("Name three random animals. Reply in JSON.")
+    reqs = [ChatRequest(messages, temperature=1.2, max_tokens=40, seed=s, json_schema=schema) for s in range(5)]
+    llm.prefix_states = PrefixStates()
+    before = llm.prompt_tokens_evaluated
+    together = llm.complete_many(reqs)
+    assert all(not isinstance(r, Exception) for r in together), together
+    assert llm.prompt_tokens_evaluated - before == llm.prompt_tokens(messages)
+    lengths = [r.completion_tokens for r in together]
+    assert llm._together.decode_steps <= max(lengths) < sum(lengths)  # noqa: SLF001
+
+    alone = []
+    for req in reqs:
+        llm.complete(ChatRequest(user("Say hi."), max_tokens=2))  # another prompt in the KV cache first
+        alone.append(llm.complete(req).text)
+    assert [r.text for r in together] == alone
+    assert len(set(alone)) >= 3  # the seeds do differ
+    assert all(json.loads(text)["animals"] for text in alone)
+
+    # Streamed, the first run's reply reaches the sink as it is written.
+    pieces: list[str] = []
+    with streaming_reply(pieces.append):
+        streamed = llm.complete_many(reqs[:2])
+    assert len(pieces) > 3 and "".join(pieces).strip() == alone[0] == streamed[0].text
