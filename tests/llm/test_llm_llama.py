@@ -225,3 +225,34 @@ def test_voted_runs_share_one_prefill_and_decode_together(llm: LlamaCppChat) -> 
     with streaming_reply(pieces.append):
         streamed = llm.complete_many(reqs[:2])
     assert len(pieces) > 3 and "".join(pieces).strip() == alone[0] == streamed[0].text
+
+
+def test_a_true_false_verdict_continues_from_the_answers_kv_state() -> None:
+    """The verdict prompt opens like the answer prompt (system prompt, then the same context),
+    so after the answer call only the statement and its question are evaluated; on a fresh
+    model the same verdict evaluates the whole prompt and gives the same log-odds."""
+    from kohaku_rag.answering.prompt import answer_request
+    from kohaku_rag.answering.qa_config import GenerationPart
+    from kohaku_rag.answering.verdict import verdict_logodds, verdict_request
+    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.retrieval.context import ContextItem
+
+    text = " ".join(
+        f"Accelerator model {i} drew {300 + 10 * i} W during training in the reported runs." for i in range(12)
+    )
+    items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
+    statement = Question("q1", "True or False: accelerator model 3 drew 330 W during training.", "is_blank")
+    gen = GenerationPart()
+    model = LlamaCppChat(ensure_bundled_model(MODEL_DIR), n_ctx=1024, n_threads=1)
+    model.complete(answer_request(statement, items, gen, seed=0))
+    verdict = verdict_request(statement, items, gen)
+    total = model.prompt_tokens(verdict.messages)
+    before = model.prompt_tokens_evaluated
+    after_answer = model.complete(verdict)
+    assert model.prompt_tokens_evaluated - before < total / 3
+
+    fresh = LlamaCppChat(model.model_path, n_ctx=1024, n_threads=1, prefix_cache=False)
+    alone = fresh.complete(verdict)
+    assert fresh.prompt_tokens_evaluated == total
+    first, second = verdict_logodds(after_answer.top_logprobs), verdict_logodds(alone.top_logprobs)
+    assert first is not None and second is not None and abs(first - second) < 0.05
