@@ -1,23 +1,25 @@
 """Time to answer with the bundled model: what a person at the ask page waits, before/after.
 
-    flock /tmp/kohaku-llm.lock python bench/time_to_answer.py \
-        --baseline-code CHECKOUT --baseline-llama DIR \
-        [--lake DIR] [--wattbot ../shared/wattbot] [--n 8] [--work /tmp/kohaku-bench-tta]
+    /work/notes/llm python bench/time_to_answer.py --baseline-code CHECKOUT [--config FILE] \
+        [--name NAME] [--only before|after] [--lake DIR] [--questions train_QA.csv,dev_QA.csv]
+    python bench/time_to_answer.py --compare before NAME      # paired, from the kept rows
 
-Asks the first --n train questions of WattBot 2025 with the default config (4,000-character
-context, the planner, the is_blank retry) through `Rag.ask`, exactly as `kohaku serve` does,
-once per setting in its own process on a fresh copy of the lake (no stored answers), after
-one warm-up question that loads the model:
+Asks every question of --questions (train + dev of WattBot 2025: 133 labelled questions)
+through `Rag.ask`, exactly as `kohaku serve` does, once per setting in its own process on a
+fresh copy of the lake (no stored answers), after one warm-up question that loads the model:
 
 - before: the code of --baseline-code (a checkout of an earlier commit, e.g. `git worktree
-  add /tmp/base 089bacf`: no prefix cache) with the llama.cpp in --baseline-llama (a folder
-  holding a `llama_cpp` package built the old way, e.g. `CMAKE_ARGS="-DGGML_NATIVE=OFF" pip
-  install --target DIR --no-deps llama-cpp-python==0.3.36`: AVX2 at most);
-- after: this checkout with this install's llama.cpp (per-CPU variants picked at run time;
-  --llama DIR to measure another build) and its prompt-prefix states.
+  add /tmp/base 64ed563`) with its default config, optionally with the llama.cpp build in
+  --baseline-llama (a folder holding a `llama_cpp` package);
+- after (or --name): this checkout with its defaults, or the QA config --config.
 
-Prints per setting the CPU backend, median/p90/mean seconds per question and the WattBot
-score of its answers, then how many answers (answer, value, refs) are the same in both.
+Per setting it prints the CPU backend, the median / p90 / mean seconds per question, the
+first-text time (from the click to the first reply text of the answering call: what the ask
+page shows first), mean prompt and reply tokens, the WattBot score with a 95 % bootstrap
+interval, and the load average at start and end; the rows are kept in WORK/NAME.json.
+Two settings are then compared question by question: the score difference with a paired
+bootstrap interval, how many answers are the same, and the speed-up. Run it alone on the
+machine (a timing beside other work is noise); /work/notes/llm style wrappers help.
 Without --lake the WattBot corpus is indexed into --work first (minutes, once).
 """
 
