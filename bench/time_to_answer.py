@@ -1,6 +1,6 @@
 """Time to answer with the bundled model: what a person at the ask page waits, before/after.
 
-    /work/notes/llm python bench/time_to_answer.py --baseline-code CHECKOUT [--config FILE] \
+    python bench/time_to_answer.py --baseline-code CHECKOUT [--config FILE] \
         [--name NAME] [--only before|after] [--lake DIR] [--questions train_QA.csv,dev_QA.csv]
     python bench/time_to_answer.py --compare before NAME      # paired, from the kept rows
 
@@ -19,7 +19,7 @@ page shows first), mean prompt and reply tokens, the WattBot score with a 95 % b
 interval, and the load average at start and end; the rows are kept in WORK/NAME.json.
 Two settings are then compared question by question: the score difference with a paired
 bootstrap interval, how many answers are the same, and the speed-up. Run it alone on the
-machine (a timing beside other work is noise); /work/notes/llm style wrappers help.
+machine: a timing taken beside other work is noise.
 Without --lake the WattBot corpus is indexed into --work first (minutes, once).
 """
 
