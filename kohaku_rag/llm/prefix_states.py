@@ -38,34 +38,9 @@ class PrefixStates:
     def __len__(self) -> int:
         return len(self._states)
 
-    def evaluate(self, llm: Any, prefix: list[int]) -> int:
-        """Leave exactly `prefix` in the KV cache (sequence 0): restored if saved, else
-        evaluated from an empty cache and saved. Returns how many tokens it evaluated."""
-        import llama_cpp
-
-        key = tuple(prefix)
-        memory = llama_cpp.llama_get_memory(llm.ctx)
-        llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
-        saved = self._states.get(key)
-        if saved is not None:
-            if llama_cpp.llama_state_seq_set_data(llm.ctx, *saved, 0):
-                self._states.move_to_end(key)
-                llm.input_ids[: len(prefix)] = prefix
-                llm.n_tokens = len(prefix)
-                self.hits += 1
-                return 0
-            del self._states[key]  # refused (e.g. no room): evaluate it instead
-            llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
-        self.misses += 1
-        llm.n_tokens = 0
-        llm.eval(prefix)
-        self._save(llm.ctx, key)
-        return len(prefix)
-
-    def evaluate_into(self, ctx: Any, prefix: list[int], evaluate: Callable[[list[int]], None]) -> int:
-        """The same for another context on the same model (parallel_runs.py), whose
-        sequence 0 is empty: restore `prefix` when saved, else `evaluate` it there and save
-        it. Returns how many tokens were evaluated."""
+    def evaluate(self, ctx: Any, prefix: list[int], evaluate: Callable[[list[int]], None]) -> int:
+        """Leave exactly `prefix` in the empty sequence 0 of `ctx` (decoding.py): restored
+        if saved, else `evaluate`d and saved. Returns how many tokens were evaluated."""
         import llama_cpp
 
         key = tuple(prefix)
