@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -262,12 +263,12 @@ class _Drawer:
         llama_cpp.llama_sampler_apply(self.top_k, ctypes.byref(cur))
         if self.grammar is not None:
             llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
-            if not np.isfinite(self.decoder._candidates["logit"][: cur.size]).any():  # noqa: SLF001
+            if not any(math.isfinite(cur.data[i].logit) for i in range(cur.size)):
                 cur = self.decoder._candidates_array(logits)  # noqa: SLF001
                 llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
                 llama_cpp.llama_sampler_apply(self.top_k, ctypes.byref(cur))
         llama_cpp.llama_sampler_apply(self.rest, ctypes.byref(cur))
-        token = int(self.decoder._candidates["id"][cur.selected])  # noqa: SLF001
+        token = int(cur.data[cur.selected].id)
         if self.grammar is not None:
             llama_cpp.llama_sampler_accept(self.grammar, token)
         if self.logprobs is not None:
