@@ -20,9 +20,12 @@ Why not `Llama.create_completion`: three things it cannot do are most of a CPU a
 Why a reply does not depend on what ran before: a fresh prompt is always evaluated the same
 way from an empty sequence (its repeating prefix, restored or evaluated; the rest but the
 last token in batches of n_batch; the last token alone), and each reply's draws come from
-its own seeded sampler. A step that carries five tokens may round the attention sums
-differently from a lone step in the last bits; a draw changes only when it falls within
-that difference (about once in a million tokens).
+its own seeded sampler. A reply is a function of its prompt, its seed and the group it was
+decoded in: llama.cpp's CPU kernels for the bundled Q4_K weights compute a step of several
+tokens in blocks of rows, so a sequence's logits in a five-token step differ from a lone
+step's by up to ~0.5 (measured), enough to change some draws at temperature > 0 (greedy
+replies came out the same). The m voted runs are m samples either way; `runs = 1` replies
+are exactly as before.
 """
 
 from __future__ import annotations
@@ -263,10 +266,11 @@ class _Drawer:
         llama_cpp.llama_sampler_apply(self.top_k, ctypes.byref(cur))
         if self.grammar is not None:
             llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
-            if not any(math.isfinite(cur.data[i].logit) for i in range(cur.size)):
+            if not _keep_allowed(cur):
                 cur = self.decoder._candidates_array(logits)  # noqa: SLF001
                 llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
                 llama_cpp.llama_sampler_apply(self.top_k, ctypes.byref(cur))
+                _keep_allowed(cur)
         llama_cpp.llama_sampler_apply(self.rest, ctypes.byref(cur))
         token = int(cur.data[cur.selected].id)
         if self.grammar is not None:
@@ -283,6 +287,20 @@ class _Drawer:
         for sampler in (self.top_k, self.grammar, self.rest):
             if sampler is not None:
                 llama_cpp.llama_sampler_free(sampler)
+
+
+def _keep_allowed(cur: Any) -> int:
+    """Drop the candidates the grammar ruled out (logit -inf), keeping the others in order;
+    the samplers after it read the first candidate as the most likely one. Returns how many
+    are left."""
+    kept = 0
+    for i in range(cur.size):
+        if math.isfinite(cur.data[i].logit):
+            if kept != i:
+                cur.data[kept] = cur.data[i]
+            kept += 1
+    cur.size = kept
+    return kept
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -195,8 +195,9 @@ def test_a_streamed_reply_is_the_same_reply_piece_by_piece(llm: LlamaCppChat) ->
 def test_voted_runs_share_one_prefill_and_decode_together(llm: LlamaCppChat) -> None:
     """m runs of one prompt (KohakuRAG's voted runs): the prompt is evaluated once, the m
     replies are decoded together (one model step carries a token of each, so the steps are
-    the longest reply's, not the sum), and each run's reply is the one its seed gives when
-    asked alone with a fresh prefill."""
+    the longest reply's, not the sum), and the same runs give the same replies whether the
+    prompt's opening was restored from a saved KV state after other prompts or evaluated
+    afresh on a new model. Greedy runs give the reply a lone run gives."""
     schema = {
         "type": "object",
         "properties": {"animals": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
@@ -205,26 +206,27 @@ def test_voted_runs_share_one_prefill_and_decode_together(llm: LlamaCppChat) -> 
     messages = user("Name three random animals. Reply in JSON.")
     reqs = [ChatRequest(messages, temperature=1.2, max_tokens=40, seed=s, json_schema=schema) for s in range(5)]
     llm.prefix_states = PrefixStates()
+    llm.complete(ChatRequest(user("Say hi."), max_tokens=2))  # saves the opening both prompts share
     before = llm.prompt_tokens_evaluated
     together = llm.complete_many(reqs)
     assert all(not isinstance(r, Exception) for r in together), together
-    assert llm.prompt_tokens_evaluated - before == llm.prompt_tokens(messages)
+    shared = llm._shared_prefix(messages, llm._tokens(messages))  # noqa: SLF001
+    assert llm.prompt_tokens_evaluated - before == llm.prompt_tokens(messages) - shared  # once, opening restored
     lengths = [r.completion_tokens for r in together]
-    assert llm._together.decode_steps <= max(lengths) < sum(lengths)  # noqa: SLF001
+    assert llm._decoding.decode_steps <= max(lengths) < sum(lengths)  # noqa: SLF001
+    texts = [r.text for r in together]
+    assert len(set(texts)) >= 3 and all(json.loads(text)["animals"] for text in texts)  # the seeds differ
 
-    alone = []
-    for req in reqs:
-        llm.complete(ChatRequest(user("Say hi."), max_tokens=2))  # another prompt in the KV cache first
-        alone.append(llm.complete(req).text)
-    assert [r.text for r in together] == alone
-    assert len(set(alone)) >= 3  # the seeds do differ
-    assert all(json.loads(text)["animals"] for text in alone)
+    fresh = LlamaCppChat(llm.model_path, n_ctx=512, n_threads=1)
+    assert [r.text for r in fresh.complete_many(reqs)] == texts
+    greedy = [replace(r, temperature=0.0) for r in reqs[:3]]
+    assert [r.text for r in llm.complete_many(greedy)] == [llm.complete(greedy[0]).text] * 3
 
     # Streamed, the first run's reply reaches the sink as it is written.
     pieces: list[str] = []
     with streaming_reply(pieces.append):
-        streamed = llm.complete_many(reqs[:2])
-    assert len(pieces) > 3 and "".join(pieces).strip() == alone[0] == streamed[0].text
+        streamed = llm.complete_many(reqs)
+    assert len(pieces) > 3 and "".join(pieces).strip() == texts[0] == streamed[0].text
 
 
 def test_a_true_false_verdict_continues_from_the_answers_kv_state() -> None:
