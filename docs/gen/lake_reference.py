@@ -49,6 +49,11 @@ def files() -> list[tuple[str, str]]:
             str(lake.cache_dir),
             "caches: embeddings by model and text hash, captions by image hash, LLM replies, BM25 tokens",
         ),
+        (
+            str(lake.root / "models"),
+            "a GGUF a config names by relative path; the bundled model is stored once per machine "
+            "($KOHAKU_MODEL_DIR, else ~/.cache/kohaku-lake/models), not here (a lake made earlier may hold a copy)",
+        ),
         (_where(failure_path, "DOC"), "a document's remembered failure (file hash, settings and code version)"),
         (str(configs_dir(lake)), _doc(configs_dir) + " One QA config per file"),
         (_where(ensembles_dir), "ensemble spec files"),

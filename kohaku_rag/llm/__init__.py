@@ -15,7 +15,7 @@ from kohaku_rag.config_files import RETRIES, SECONDS, Range
 from kohaku_rag.http_retry import check_api_key_env, safe_url
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.cache import CachedChat
-from kohaku_rag.llm.model_files import BUNDLED_MODEL, ensure_bundled_model
+from kohaku_rag.llm.model_files import BUNDLED_MODEL, bundled_model
 
 __all__ = [
     "ChatModel",
@@ -35,8 +35,9 @@ Backend = Literal["llama", "openai"]
 class LLMSpec:
     """Which model answers.
 
-    llama: `model` is the bundled model's name, or a path to a .gguf file (relative paths are
-    under `<lake>/models`); `n_ctx` is its context size, `n_threads` its CPU threads (None:
+    llama: `model` is the bundled model's name (its file is kept once per machine:
+    `model_files.machine_model_dir`), or a path to a .gguf file (relative paths are under
+    `<lake>/models`); `n_ctx` is its context size, `n_threads` its CPU threads (None:
     every core). openai: `model` is the server's model name, `base_url` its API root,
     `api_key_env` the variable holding the key (None for a server without auth),
     `max_concurrent` the requests in flight, `context_window` the server model's window,
@@ -103,7 +104,7 @@ def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
 
 def _gguf_path(model: str, models_dir: Path) -> Path:
     if model == BUNDLED_MODEL:
-        return ensure_bundled_model(models_dir)
+        return bundled_model(models_dir)
     if not model.endswith(".gguf"):
         raise ValueError(f"llama model {model!r} is neither the bundled {BUNDLED_MODEL!r} nor a path to a .gguf file")
     path = Path(model).expanduser()

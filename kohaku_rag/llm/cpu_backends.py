@@ -2,8 +2,9 @@
 
 Why: `make install` builds llama-cpp-python with `GGML_BACKEND_DL=ON GGML_CPU_ALL_VARIANTS=ON`,
 llama.cpp's portable way to be fast: the CPU code is compiled once per CPU generation (x64,
-SSE4.2, AVX2 "haswell", AVX-512 "skylakex", "icelake", "zen4", ...) as separate libraries,
-and at load time ggml scores each against the running CPU and loads the best. Measured on
+AVX2 "haswell", AVX-512 "skylakex", "icelake", AVX-VNNI "alderlake": the ones real x86-64
+machines need, tools/llama_cpp_wheel.py) as separate libraries, and at load time ggml scores
+each against the running CPU and loads the best. Measured on
 this project's 2-core machine: prompt prefill 103 tok/s with the AVX-512 variant against
 67-74 tok/s for the AVX2-only build, generation unchanged.
 

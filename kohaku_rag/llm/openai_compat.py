@@ -203,6 +203,7 @@ class OpenAIChat:
         payload = self._payload(req, mode)
         if sink is not None and "logprobs" not in payload:  # logprobs come whole, not streamed
             payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}  # else a stream reports no tokens
         try:
             resp = await self._post(client, payload, sink if payload.get("stream") else None)
         except httpx.TimeoutException:

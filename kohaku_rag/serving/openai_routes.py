@@ -10,7 +10,10 @@ The reply's content is the answer with `[1]`-style markers; the message also car
 sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`: the answer is
 typed as the model writes it (the `answer` field of its JSON reply, from the reply sink),
 the rest of the content and the references follow when it is done; while the model works,
-SSE comment lines (`: planning`) keep the connection alive."""
+SSE comment lines (`: planning`) keep the connection alive. `usage` counts the answering
+calls' tokens (0 for an answer served again from the stored answers); a stream sends it in
+a last chunk with no choices when asked to (`stream_options: {"include_usage": true}`), as
+OpenAI does."""
 
 from __future__ import annotations
 
@@ -154,11 +157,30 @@ class Typing:
         return f"\n\n{content}"
 
 
-def check_stream(body: dict[str, Any]) -> bool:
+def check_stream(body: dict[str, Any]) -> tuple[bool, bool]:
+    """`stream`, and whether the stream ends with a usage chunk (`stream_options.include_usage`)."""
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise ApiError(400, f"stream: give true or false, not {json.dumps(stream)[:40]}")
-    return stream
+    options = body.get("stream_options")
+    if options is None:
+        return stream, False
+    if not isinstance(options, dict):
+        raise ApiError(400, 'stream_options: give an object such as {"include_usage": true}')
+    if not stream:
+        raise ApiError(400, "stream_options: only allowed with stream: true")
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise ApiError(400, f"stream_options.include_usage: give true or false, not {json.dumps(include)[:40]}")
+    return stream, include
+
+
+def usage_of(answer: dict[str, Any]) -> dict[str, int]:
+    """OpenAI's usage object from an answer's token counts (an answer stored before they
+    were recorded counts 0)."""
+    used = answer.get("usage") or {}
+    prompt, completion = int(used.get("prompt_tokens", 0)), int(used.get("completion_tokens", 0))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 async def chat_completions(request: Request) -> Response:
@@ -167,7 +189,7 @@ async def chat_completions(request: Request) -> Response:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise ApiError(400, "model: give a config name (GET /v1/models lists them)")
-    stream = check_stream(body)
+    stream, include_usage = check_stream(body)
     question, history = conversation(body)
     job = jobs.start(question, model or None, None, "openai", history)
     name = job.config
@@ -185,18 +207,20 @@ async def chat_completions(request: Request) -> Response:
                 "model": name,
                 "answer_id": job.answer_id,
                 "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                "usage": usage_of(answered.response),
             }
         )
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        payload = {
+    def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict[str, int] | None = None) -> str:
+        payload: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
             "model": name,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
+        if include_usage:  # null on every chunk but the last, as OpenAI sends it
+            payload["usage"] = usage
         return event(None, payload)
 
     async def events() -> AsyncIterator[str]:
@@ -216,6 +240,8 @@ async def chat_completions(request: Request) -> Response:
                 if rest:
                     yield chunk({"content": rest})
                 yield chunk({"references": message["references"], "annotations": message["annotations"]}, "stop")
+                if include_usage:
+                    yield chunk(None, usage=usage_of(payload))
                 await jobs.delivered(job)
             else:
                 yield event(None, payload)

@@ -60,6 +60,7 @@ ANSWER = _obj(
     config=STR,
     stored=BOOL,
     answer_id=STR,
+    usage=_obj(["prompt_tokens", "completion_tokens"], prompt_tokens=INT, completion_tokens=INT),
 )
 DOCUMENT = _obj(
     ["doc_id", "title", "url", "format", "pages"],

@@ -244,6 +244,7 @@ class AnswerService:
     def _again(stored: dict[str, Any], answer_id: str, asked: str) -> dict[str, Any]:
         """A stored answer served again, under the id of this request."""
         again = {**stored, "stored": True, "seconds": 0.0, "queued_seconds": 0.0, "answer_id": answer_id}
+        again["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}  # no model call made for it
         again.update(asked=asked, standalone_question=stored["question"])
         return again
 
@@ -332,6 +333,7 @@ class AnswerService:
             "seconds": round(seconds, 3),
             "config": config,
             "stored": False,
+            "usage": {"prompt_tokens": pred.prompt_tokens, "completion_tokens": pred.completion_tokens},
         }
 
     def context_item(self, item: ContextItem) -> dict[str, Any]:

@@ -10,12 +10,15 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
+from llama_cpp_wheel import KEPT_VARIANTS, keep_variants  # noqa: E402
+
 from kohaku_rag.llm.cpu_backends import ensure_cpu_backend, variant_dirs  # noqa: E402
 
 
 def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() -> None:
-    """`make install` builds llama.cpp with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS; loading a
-    model through llama-cpp-python 0.3.36 alone fails ("no backends are loaded")."""
+    """`make install` builds llama.cpp with GGML_BACKEND_DL + GGML_CPU_ALL_VARIANTS (the kept
+    ones: tools/llama_cpp_wheel.py); loading a model through llama-cpp-python 0.3.36 alone
+    fails ("no backends are loaded")."""
     import llama_cpp
 
     package = Path(llama_cpp.__file__).parent
@@ -28,13 +31,45 @@ def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() ->
     flags = Path("/proc/cpuinfo").read_text().split()
     if "avx512f" in flags:  # this machine: an AVX-512 variant, not the AVX2 one
         assert backend.variant not in ("x64", "sse42", "sandybridge", "ivybridge", "haswell", "piledriver")
+    if {"avx512f", "avx512vbmi", "avx512_vnni"} <= set(flags):  # Ice Lake, Sapphire Rapids, Zen 4-5
+        assert backend.variant == "icelake"
+
+
+def test_the_install_holds_only_the_variants_real_machines_need() -> None:
+    """Fails on main: all 14 x86 variants and the unused multimodal library were built (a
+    cold `make install` took 11 minutes). An older .venv: `make install` rebuilds it."""
+    import llama_cpp
+
+    package = Path(llama_cpp.__file__).parent
+    (where,) = variant_dirs(package)
+    built = sorted(p.name for p in where.glob("libggml-cpu-*.so"))
+    assert built == sorted(f"libggml-cpu-{v}.so" for v in KEPT_VARIANTS)
+    assert not list((package / "lib").glob("libmtmd*")), "LLAVA_BUILD=OFF: no multimodal library"
+
+
+def test_a_changed_variant_list_fails_the_build_loudly() -> None:
+    cmake = (
+        "if (GGML_CPU_ALL_VARIANTS)\n"
+        '    if (GGML_SYSTEM_ARCH STREQUAL "x86")\n'
+        "        ggml_add_cpu_backend_variant(x64)\n"
+        "        ggml_add_cpu_backend_variant(sse42              SSE42)\n"
+        "        ggml_add_cpu_backend_variant(haswell            SSE42 AVX F16C FMA AVX2 BMI2)\n"
+        '    elseif(GGML_SYSTEM_ARCH STREQUAL "ARM")\n'
+        "        ggml_add_cpu_backend_variant(armv8.0_1)\n"
+        "    endif()\n"
+        "endif()\n"
+    )
+    kept = keep_variants(cmake, ("x64", "haswell"))
+    assert "sse42" not in kept and "haswell" in kept and "armv8.0_1" in kept
+    with pytest.raises(ValueError, match=r"\['icelake'\] are not in ggml/src/CMakeLists.txt"):
+        keep_variants(cmake, ("x64", "icelake"))
 
 
 def test_without_the_loader_llama_cpp_finds_no_cpu_backend(tmp_path: Path) -> None:
     """What ensure_cpu_backend fixes, shown in a fresh process (the loader is process-wide)."""
-    from kohaku_rag.llm.model_files import ensure_bundled_model
+    from kohaku_rag.llm.model_files import bundled_model
 
-    model = ensure_bundled_model(Path(__file__).resolve().parents[2] / ".models")
+    model = bundled_model()
     code = (
         "import sys, llama_cpp\n"
         "try:\n"

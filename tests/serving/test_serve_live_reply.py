@@ -16,18 +16,16 @@ from starlette.testclient import TestClient
 
 pytest.importorskip("llama_cpp")
 
-from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402
+from kohaku_rag.llm.model_files import bundled_model  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
-
-MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
 
 
 @pytest.fixture()
 def bundled_app(lake: Path):
     """A config answering with the bundled model on an 800-character context, no planner, no
     retry: one ~20-second answer on 2 cores."""
-    llm = {"backend": "llama", "model": str(ensure_bundled_model(MODEL_DIR)), "n_ctx": 2048}
+    llm = {"backend": "llama", "model": str(bundled_model()), "n_ctx": 2048}
     config = {
         "questions": "unused.csv",
         "retrieval": {"use_planner": False, "budget_chars": 800},

@@ -102,3 +102,54 @@ def test_a_follow_up_is_answered_from_the_conversation(client, qa) -> None:
     assert done.choices[0].message.content.startswith("0.18")
     rewrite = next(r for r in qa.requests if "Conversation so far" in json.dumps(r.body))
     assert "400 W" in json.dumps(rewrite.body) and "be brief" not in json.dumps(rewrite.body)
+
+
+def test_a_stream_is_typed_before_the_reply_is_complete_and_adds_up_to_the_plain_reply(client, qa) -> None:
+    """Fails on main: `stream_options.include_usage` was ignored and every usage was 0."""
+    qa.stream_pause = 0.03
+    stream = client.chat.completions.create(
+        model="fake",
+        messages=[{"role": "user", "content": WATER_QUESTION}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    pieces: list[str] = []
+    model_busy_at_first_piece = None
+    chunks = []
+    for c in stream:
+        chunks.append(c)
+        if c.choices and c.choices[0].delta.content:
+            if not pieces:  # the model server is still writing its reply (its stream is open)
+                model_busy_at_first_piece = qa.in_flight
+            pieces.append(c.choices[0].delta.content)
+    assert model_busy_at_first_piece == 1
+    assert len(pieces) >= 3
+    *body, last = chunks
+    assert last.choices == [] and last.usage is not None  # OpenAI's usage chunk, after the finish
+    assert last.usage.prompt_tokens > 0 and last.usage.completion_tokens > 0
+    assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+    assert all(c.usage is None for c in body) and body[-1].choices[0].finish_reason == "stop"
+
+    plain = client.chat.completions.create(model="fake", messages=[{"role": "user", "content": WATER_QUESTION}])
+    assert "".join(pieces) == plain.choices[0].message.content
+    assert plain.usage.total_tokens == 0  # served again from the stored answers: no model call
+    fresh = client.chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "How many watts did the A100 GPU draw?"}]
+    )
+    assert fresh.usage.prompt_tokens > 0 and fresh.usage.completion_tokens > 0
+
+
+def test_stream_options_are_checked(base_url) -> None:
+    def post(extra: dict) -> httpx.Response:
+        body = {"model": "fake", "messages": [{"role": "user", "content": WATER_QUESTION}], **extra}
+        return httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=30)
+
+    for extra, error in [
+        ({"stream": True, "stream_options": "usage"}, "stream_options: give an object"),
+        ({"stream_options": {"include_usage": True}}, "stream_options: only allowed with stream: true"),
+        ({"stream": True, "stream_options": {"include_usage": "yes"}}, "include_usage: give true or false"),
+    ]:
+        resp = post(extra)
+        assert resp.status_code == 400 and error in resp.text, resp.text
+    plain = post({"stream": True}).text  # no usage asked: no usage chunk
+    assert '"usage"' not in plain and plain.rstrip().endswith("data: [DONE]")

@@ -117,6 +117,12 @@ class ChatServer:
 
     # ---- request handling (called from handler threads) ---------------------------------
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (a streamed reply counts until its last chunk is sent)."""
+        with self._lock:
+            return self._in_flight
+
     def _enter(self) -> None:
         with self._lock:
             self._in_flight += 1
@@ -254,7 +260,7 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                     time.sleep(fault.delay)
                 body = json.loads(raw)
                 if body.get("stream") and status == 200 and server.streams:
-                    self._send_stream(payload)
+                    self._send_stream(payload, body.get("stream_options"))
                 else:
                     self._send(status, payload, fault.headers)
             except (BrokenPipeError, ConnectionResetError):
@@ -262,9 +268,10 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             finally:
                 server._leave()
 
-        def _send_stream(self, payload: dict[str, Any]) -> None:
+        def _send_stream(self, payload: dict[str, Any], stream_options: dict[str, Any] | None) -> None:
             """The reply as OpenAI's streamed chunks, a few characters each, `stream_pause`
-            seconds apart, then `data: [DONE]`; the connection closes at the end."""
+            seconds apart, the usage when `stream_options` asks for it, then `data: [DONE]`;
+            the connection closes at the end."""
             choice = payload["choices"][0]
             content = choice["message"]["content"]
             self.send_response(200)
@@ -284,6 +291,9 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 self.wfile.flush()
                 time.sleep(server.stream_pause)
+            if (stream_options or {}).get("include_usage"):  # OpenAI: a last chunk, no choices
+                usage = {"choices": [], "usage": payload["usage"]}
+                self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
