@@ -4,7 +4,7 @@ Why: llama.cpp's portable build (`GGML_BACKEND_DL=ON GGML_CPU_ALL_VARIANTS=ON`) 
 CPU code once per CPU generation and picks the best at load time
 (kohaku_rag/llm/cpu_backends.py), which keeps the speed of the running CPU (on our AMD EPYC:
 prefill 103 tok/s with an AVX-512 variant, 67-74 with AVX2 only). But it compiles 14 x86
-variants, and a cold `make install` took 11 minutes. Most of them add nothing a real machine
+variants, and a cold `make install` took 7-11 minutes (5 with this recipe). Most of them add nothing a real machine
 lacks: `KEPT_VARIANTS` covers every x86-64 CPU (x64 is the fallback that loads anywhere) and
 gives each common generation its fast code; a CPU between two kept variants gets the lower.
 Neither does the Python binding use llama.cpp's `common` library or the multimodal `mtmd`
