@@ -11,8 +11,9 @@ last token, then the last token alone"): logits depend (in the last bits) on how
 were split into batches, and at temperature > 0 such a difference can flip a sampled token.
 Priming every prompt the same way from an empty sequence makes a (prompt, seed) reply the
 same whether it runs first or after another prompt that shares a prefix (m voted runs
-decoded together are reproducible as a group: decoding.py says why not one by one). The prefix (chat header, system prompt) is restored from its saved KV state when it
-was saved before (prefix_states.py): the same split either way, so the same reply.
+decoded together are reproducible as a group: decoding.py says why not one by one). The
+prefix (chat header, system prompt) is restored from its saved KV state when it was saved
+before (prefix_states.py): the same split either way, so the same reply.
 """
 
 from __future__ import annotations
