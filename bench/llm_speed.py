@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.llm.llama import LlamaCppChat
-from kohaku_rag.llm.model_files import ensure_bundled_model
+from kohaku_rag.llm.model_files import bundled_model, ensure_bundled_model
 
 # The answering reply's shape (answering/prompt.py's answer_schema, without the evidence enum).
 SCHEMA = {
@@ -58,11 +58,11 @@ def context_prompt(llm: LlamaCppChat, target_tokens: int, tag: str) -> tuple[Mes
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core)")
-    parser.add_argument("--model-dir", type=Path, default=Path(__file__).resolve().parents[1] / ".models")
+    parser.add_argument("--model-dir", type=Path, help="join the model here (default: the machine's model file)")
     parser.add_argument("--prompt-tokens", type=int, default=1500)
     args = parser.parse_args()
 
-    path = ensure_bundled_model(args.model_dir)
+    path = ensure_bundled_model(args.model_dir) if args.model_dir else bundled_model()
     llm = LlamaCppChat(path, n_ctx=4096, n_threads=args.threads)
     llm.complete(ChatRequest((Message("user", "hi"),), max_tokens=2))  # load and page the weights in
     print(f"model {path.name}, {llm.n_threads} threads, load average {os.getloadavg()[0]:.2f}")

@@ -14,18 +14,16 @@ from kohaku_rag.errors import BackendError  # noqa: E402
 from kohaku_rag.llm import LLMSpec, make_chat_model  # noqa: E402
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ContextOverflowError, Message  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
-from kohaku_rag.llm.model_files import BUNDLED_SIZE, ensure_bundled_model  # noqa: E402
+from kohaku_rag.llm.model_files import BUNDLED_SIZE, bundled_model  # noqa: E402
 from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates  # noqa: E402
 from kohaku_rag.llm.reply_stream import streaming_reply  # noqa: E402
 
-# Joined once and kept (git-ignored) so later runs skip the 1.1 GB copy.
-MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
 
 
 @pytest.fixture(scope="module")
 def llm() -> LlamaCppChat:
-    path = ensure_bundled_model(MODEL_DIR)
+    path = bundled_model()
     assert path.stat().st_size == BUNDLED_SIZE
     # One thread: llama.cpp's OpenMP workers spin-wait and crawl when other jobs share the cores.
     return LlamaCppChat(path, n_ctx=512, n_threads=1)
@@ -148,7 +146,7 @@ def test_prompt_too_long_raises_context_overflow(llm: LlamaCppChat) -> None:
 def test_make_chat_model_builds_the_cached_bundled_model(tmp_path: Path) -> None:
     # Point the lake's models folder at the joined file instead of copying 1.1 GB again.
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "qwen.gguf").symlink_to(ensure_bundled_model(MODEL_DIR))
+    (tmp_path / "models" / "qwen.gguf").symlink_to(bundled_model())
     llm = make_chat_model(LLMSpec(model="qwen.gguf", n_ctx=512, n_threads=1), tmp_path)
     req = ChatRequest((Message("user", "3+4=? JSON"),), max_tokens=12, json_schema=SCHEMA)
     first, second = llm.complete(req), llm.complete(req)
@@ -245,7 +243,7 @@ def test_a_true_false_verdict_continues_from_the_answers_kv_state() -> None:
     items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
     statement = Question("q1", "True or False: accelerator model 3 drew 330 W during training.", "is_blank")
     gen = GenerationPart()
-    model = LlamaCppChat(ensure_bundled_model(MODEL_DIR), n_ctx=1024, n_threads=1)
+    model = LlamaCppChat(bundled_model(), n_ctx=1024, n_threads=1)
     model.complete(answer_request(statement, items, gen, seed=0))
     verdict = verdict_request(statement, items, gen)
     total = model.prompt_tokens(verdict.messages)
