@@ -41,7 +41,7 @@ def write_config(settings, name, server, questions, retrieval=None, generation=N
     llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
     data = {
         "questions": str(questions),
-        "retrieval": {"planner_max_queries": 2, **(retrieval or {})},
+        "retrieval": {"use_planner": True, "planner_max_queries": 2, **(retrieval or {})},
         "generation": {"llm": llm, **(generation or {})},
         "voting": {"runs": 2, **(voting or {})},
     }
