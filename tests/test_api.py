@@ -61,3 +61,17 @@ def test_ask_answers_from_the_right_document(lake: Path, qa_server: QAServer) ->
     assert result.cited and all(c.doc_id == "water" for c in result.cited)
     assert all("0.18" in c.text for c in result.cited)
     assert qa_server.kinds()["answer"] == 1  # one run, one answer request
+
+
+def test_ask_votes_the_configs_runs(lake: Path, qa_server: QAServer) -> None:
+    """`runs = 3` in the config: ask asks three runs (seeds 0, 1, 2) and answers with their
+    vote, the costs of all three added up (it asked one run, whatever the config said)."""
+    llm = {"backend": "openai", "model": "scripted", "base_url": qa_server.base_url, "api_key_env": None}
+    cfg = qa_config_from_mapping({"questions": "unused.csv", "generation": {"llm": llm}, "voting": {"runs": 3}})
+    before = qa_server.kinds()["answer"]
+    result = kr.open(lake).ask("What was the water usage effectiveness in liters per kWh?", config=cfg, unit="L/kWh")
+    assert qa_server.kinds()["answer"] - before == 3
+    assert result.value == "0.18" and result.refs == ("water",)
+    assert result.prediction.llm_calls == 3 and result.cited
+    seeds = sorted(r.body.get("seed") for r in qa_server.requests[-3:])
+    assert seeds == [0, 1, 2]

@@ -46,6 +46,7 @@ from kohaku_rag.answering.stages import SINGLE, Stage, stage_for
 from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.evaluation.vote import vote
 from kohaku_rag.llm import ChatModel, ChatResult, ContextOverflowError
 from kohaku_rag.llm.base import UnusableReply
 from kohaku_rag.retrieval.context import ContextItem
@@ -125,8 +126,12 @@ def _ask(
     runs: Sequence[_Run],
     images: ImageLoader | None = None,
     stage: Stage = SINGLE,
+    retry: bool = False,
 ) -> list[ContextItem]:
     """Ask every run with `items`; on overflow, drop the lowest-ranked quarter and ask again.
+    A `retry` (a deeper attempt) keeps the KV state of the opening it shares with the last
+    attempt's prompt (the system prompt and the snippets both hold) instead of evaluating
+    the whole prompt afresh.
 
     Returns the items the successful prompt used. Each run's counters and answer are updated.
     """
@@ -134,7 +139,9 @@ def _ask(
         return items
     while True:
         # The prompt (sentence split, figure images) is built once; runs differ only by seed.
-        shared = answer_request(question, items, gen, runs[0].seed, images, stage)
+        shared = dataclasses.replace(
+            answer_request(question, items, gen, runs[0].seed, images, stage), reuse_prefix=retry
+        )
         reqs = [dataclasses.replace(shared, seed=r.seed) for r in runs]
         results = chat.complete_many(reqs)
         if any(isinstance(res, ContextOverflowError) for res in results) and items:
@@ -256,7 +263,7 @@ def answer_runs(
         if asked == prompt_key:
             break
         asked = prompt_key
-        _ask(chat, question, items, cfg.generation, pending, images, stage)
+        _ask(chat, question, items, cfg.generation, pending, images, stage, retry=level > 1)
         pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:
             break
@@ -313,8 +320,9 @@ def answer_question(
     planner_chat: ChatModel | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Prediction:
-    """Plan, retrieve and answer one question with one run (`seconds` is the wall time of all
-    of it). `planner_chat` writes the queries when the config names a planner_model.
+    """Plan, retrieve and answer one question: the config's `runs` runs (seeds seed, seed+1,
+    ...) voted, or one (`seconds` is the wall time of all of it). `planner_chat` writes the
+    queries when the config names a planner_model.
     `progress` hears each stage as it starts: "planning", "retrieving", "answering"."""
     say = progress or (lambda _stage: None)
     started = time.perf_counter()
@@ -323,8 +331,30 @@ def answer_question(
     searcher = answering_searcher(retriever, cfg.retrieval, planner_chat or chat)
     if progress is not None:
         searcher = _ReportingSearcher(searcher, progress)
-    (prediction,) = answer_runs(question, queries, searcher, chat, cfg, [seed], images=images)
+    seeds = [seed + r for r in range(cfg.voting.runs)]  # run r of an evaluation has seed r
+    predictions = answer_runs(question, queries, searcher, chat, cfg, seeds, images=images)
+    prediction = voted(predictions, cfg) if len(predictions) > 1 else predictions[0]
     return dataclasses.replace(prediction, seconds=time.perf_counter() - started)
+
+
+def voted(predictions: Sequence[Prediction], cfg: QAConfig) -> Prediction:
+    """The runs' vote, on the record of the first run that gave the voted value (its context
+    and citations support it); every run's cost is added up."""
+    failed = [p for p in predictions if p.error]
+    if failed:
+        return failed[0]
+    v = cfg.voting
+    answer = vote([p.answer for p in predictions], v.mode, v.ignore_blank, v.tiebreak)
+    source = next((p for p in predictions if p.answer.answer_value == answer.answer_value), predictions[0])
+    return dataclasses.replace(
+        source,
+        answer=answer,
+        attempts=sum(p.attempts for p in predictions),
+        prompt_tokens=sum(p.prompt_tokens for p in predictions),
+        completion_tokens=sum(p.completion_tokens for p in predictions),
+        llm_calls=sum(p.llm_calls for p in predictions),
+        cached_calls=sum(p.cached_calls for p in predictions),
+    )
 
 
 @dataclass(frozen=True)

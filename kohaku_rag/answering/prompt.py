@@ -28,11 +28,11 @@ from kohaku_rag.llm import ChatRequest, Message
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.context import ContextItem
 
-SYSTEM = (
-    "You answer questions using only the context passages. Each passage starts with its "
-    "[ref_id=...]. If the passages do not contain the answer, set is_blank to true. "
-    "Reply with JSON only."
-)
+# What every answering and verdict prompt opens with, word for word: their KV state is
+# computed once (llm/prefix_states.py), and a true/false verdict, whose prompt then repeats
+# the answer prompt's context, continues from the answer's KV state (verdict.py). When to
+# abstain is the task's `blank_rule`; the reply schema makes the reply JSON.
+SYSTEM = "You answer questions using only the context passages. Each passage starts with its [ref_id=...]."
 MEDIA = ("image", "table", "page")
 OPERAND_NAMES = ("a", "b", "c", "d", "e")  # compute.py's operands
 

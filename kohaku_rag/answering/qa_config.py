@@ -37,7 +37,7 @@ ABSTAINS = ("off", "unfounded")
 CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
-ANSWER_FORMAT = 2
+ANSWER_FORMAT = 3
 # The question-type detector and routes (question_types.py) and the stage prompt rules
 # (stages.py) as of this number; hashed only by a config that routes or answers in two stages.
 STAGE_FORMAT = 1
@@ -60,7 +60,11 @@ def default_questions() -> str:
 @dataclass(frozen=True)
 class RetrievalPart:
     # The paper's planner: the LLM writes up to n search queries; the question is always one.
-    use_planner: bool = True
+    # Off by default since 2026-11-26: its call is ~2.3 s of a 14 s answer on 2 cores; on
+    # WattBot train the bundled 1.5B model's queries (weighted 0.25) found no more evidence than
+    # the question alone, and train + dev answers score no lower without it
+    # (bench/time_to_answer.py, docs/explanation/time-to-answer.md).
+    use_planner: bool = False
     planner_max_queries: Annotated[int, Range(1, 20)] = 3
     # Issue 25: the planner writes one query per model, paper or source a question compares
     # or combines (planner.SPLIT_RULE); pair with `query_share` so each keeps its evidence.
@@ -71,7 +75,7 @@ class RetrievalPart:
     entity_queries: Literal["off", "rules"] = "off"
     # The planner's own LLM (KohakuRAG's planner_model); None: the answering LLM.
     planner_model: LLMSpec | None = None
-    # ~4,000 characters (~1,000 tokens) of context leave room in the embedded model's 4K
+    # ~3,000 characters (~750 tokens) of context leave room in the embedded model's 4K
     # window for the prompt, the reply, and one deepening retry (see answer.py).
     search: RetrievalConfig = field(default_factory=RetrievalConfig)
     # HERO's text-only vs hybrid routing: "question_type" searches text nodes only for term

@@ -1,20 +1,23 @@
 """A true/false statement's verdict from probabilities: one more one-token call over the
 same context; log P(True) - log P(False) must reach a margin (a 1.5B model's reply calls
-nearly every on-topic statement true; its probabilities still separate them)."""
+nearly every on-topic statement true; its probabilities still separate them).
+
+Why the verdict prompt opens like the answer prompt (the same system prompt, then the same
+context): the answer call leaves that opening in the model's KV cache, so the verdict
+evaluates only the statement and its one-line question (about 40 tokens) instead of the
+whole context again (`reuse_prefix`)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 
-from kohaku_rag.answering.prompt import TRUE_FALSE_PREFIX, format_context
+from kohaku_rag.answering.prompt import SYSTEM, TRUE_FALSE_PREFIX, format_context
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatRequest
 from kohaku_rag.llm.base import one_word_request, word_logodds
 from kohaku_rag.retrieval.context import ContextItem
-
-VERDICT_SYSTEM = "You check statements against context passages."
 
 
 def statement_of(question: Question) -> str:
@@ -28,7 +31,7 @@ def verdict_request(question: Question, items: Sequence[ContextItem], gen: Gener
         f"{format_context(items, gen.snippet_titles)}\n\nStatement: {statement_of(question)}\n"
         "According to the context, is the statement true or false? Reply with one word: True or False."
     )
-    return one_word_request(VERDICT_SYSTEM, user)
+    return one_word_request(SYSTEM, user, reuse_prefix=True)
 
 
 def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:

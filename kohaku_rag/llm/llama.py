@@ -1,18 +1,19 @@
 """An in-process chat model via llama-cpp-python, with grammar-constrained JSON output.
 
-Why requests are grouped by prompt: llama.cpp keeps the KV cache of the last evaluated
-tokens and `Llama.generate` reuses the longest matching prefix. Ensemble runs share one
-prompt and differ only by seed, so running them back to back evaluates the prompt once and
-repeats only the generation (the second run's prompt eval is a single token).
+`Llama` loads the model and tokenizes; prompts are evaluated and replies sampled by
+`decoding.Decoder` on llama.cpp's public C API: m voted runs of one prompt are decoded
+together from one prefill, the JSON grammar judges the likely tokens rather than the whole
+vocabulary, and a call that opens like the last one (a verdict after its answer, a retry
+after its first attempt) keeps the KV state they share.
 
-Why the prompt is primed as "all but the last token, then the last token alone": logits
-depend (in the last bits) on how the tokens were split into batches, and at temperature > 0
-such a difference can flip a sampled token. Priming every prompt the same way, from an
-empty cache, makes a (prompt, seed) reply the same whether it runs alone, first or fifth in
-an ensemble, or after another prompt that shares a prefix. A prompt whose opening repeats
-across calls (chat header, system prompt) is primed as "that prefix, then the rest", the
-prefix's KV state restored when it was saved before (prefix_states.py): the same split
-either way, so the same reply.
+Why every fresh prompt is primed the same way ("the repeating prefix, then the rest but the
+last token, then the last token alone"): logits depend (in the last bits) on how the tokens
+were split into batches, and at temperature > 0 such a difference can flip a sampled token.
+Priming every prompt the same way from an empty sequence makes a (prompt, seed) reply the
+same whether it runs first or after another prompt that shares a prefix (m voted runs
+decoded together are reproducible as a group: decoding.py says why not one by one). The
+prefix (chat header, system prompt) is restored from its saved KV state when it was saved
+before (prefix_states.py): the same split either way, so the same reply.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ import numpy as np
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
 from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
-from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates
-from kohaku_rag.llm.reply_stream import ReplySink, reply_sink
+from kohaku_rag.llm.prefix_states import PrefixStates
+from kohaku_rag.llm.reply_stream import reply_sink
 
 _INSTALL_HINT = "pip install llama-cpp-python==0.3.36"
+# Replies decoded together at most (the voted runs of one answer), and the reply length
+# the parallel context makes room for: longer replies are decoded one after another.
+PARALLEL_SEQS = 8
+PARALLEL_MAX_TOKENS = 512
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class LlamaCppChat:
         n_threads: int | None = None,
         seed: int = 0,
         prefix_cache: bool = True,
+        parallel_replies: bool = True,
     ) -> None:
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
@@ -85,12 +91,15 @@ class LlamaCppChat:
         self.seed = seed
         self._llm: Any = None
         self._formatter: Any = None
-        self._grammars: dict[str, Any] = {}
+        self._grammars: dict[str, str] = {}
         self._lock = threading.Lock()
         self.last_timings: LlamaTimings | None = None
         self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
         # The KV states of repeating prompt prefixes (prefix_states.py); None turns it off.
         self.prefix_states: PrefixStates | None = PrefixStates() if prefix_cache else None
+        # m replies to one prompt decoded together (decoding.py); False: one after another.
+        self.parallel_replies = parallel_replies
+        self._decoding: Any = None
 
     def __repr__(self) -> str:
         return f"LlamaCppChat({str(self.model_path)!r}, n_ctx={self.context_window})"
@@ -99,20 +108,23 @@ class LlamaCppChat:
 
     def complete(self, req: ChatRequest) -> ChatResult:
         with self._lock:
-            return self._complete(req)
+            result = self._complete_group([req])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
-        groups: dict[tuple[Message, ...], list[int]] = {}
+        groups: dict[tuple[Any, ...], list[int]] = {}
         for i, req in enumerate(reqs):
-            groups.setdefault(req.messages, []).append(i)
+            groups.setdefault(_sampling_key(req), []).append(i)
         results: list[ChatResult | Exception | None] = [None] * len(reqs)
         with self._lock:
-            for indices in groups.values():  # same prompt back to back: KV prefix reuse
-                for i in indices:
-                    try:
-                        results[i] = self._complete(reqs[i])
-                    except Exception as exc:  # noqa: BLE001 - reported in its own slot
-                        results[i] = exc
+            for indices in groups.values():
+                # Same prompt, same sampling, other seeds: one prefill, decoded together.
+                size = 1 if reqs[indices[0]].top_logprobs or not self.parallel_replies else PARALLEL_SEQS
+                for chunk in _chunks(indices, size):
+                    for i, res in zip(chunk, self._complete_group([reqs[i] for i in chunk]), strict=True):
+                        results[i] = res
         return [r for r in results if r is not None]
 
     def prompt_tokens(self, messages: Sequence[Message]) -> int:
@@ -122,117 +134,98 @@ class LlamaCppChat:
 
     # ---- internals ----------------------------------------------------------------------
 
-    def _complete(self, req: ChatRequest) -> ChatResult:
-        llm = self._model()  # raises a BackendError with the pip command if llama_cpp is absent
-        import llama_cpp
-
-        if any(m.images for m in req.messages):
-            raise BackendError(
-                f"{self.model_id} reads text only: send images (img_k > 0) to a vision model "
-                "over an OpenAI-compatible endpoint"
-            )
-        tokens = self._tokens(req.messages)
-        if len(tokens) + req.max_tokens > self.context_window:
-            raise ContextOverflowError(
-                f"{self.model_id}: the prompt takes {len(tokens)} tokens and the reply may take "
-                f"{req.max_tokens}, more than n_ctx={self.context_window}; send less context",
-                prompt_tokens=len(tokens),
-                limit=self.context_window,
-            )
-        shared = self._shared_prefix(req.messages, tokens)
-        if req.top_logprobs:
-            return self._first_token(llm, tokens, req.top_logprobs, shared, req.reuse_prefix)
-        grammar = self._grammar(req.schema_text) if req.schema_text is not None else None
-        llama_cpp.llama_perf_context_reset(llm.ctx)
-        started = time.perf_counter()
-        recorder = _TokenLogprobs(len(tokens)) if req.reply_logprobs else None
-        sink = reply_sink()
+    def _complete_group(self, reqs: list[ChatRequest]) -> list[ChatResult | Exception]:
+        """Requests that differ only by seed: one prefill, one reply each."""
+        req = reqs[0]
         try:
-            self._prime(llm, tokens, shared, req.reuse_prefix)
-            completion = llm.create_completion(
-                tokens,
-                max_tokens=req.max_tokens,
-                temperature=req.temperature,
-                seed=req.seed,
-                grammar=grammar,
-                logits_processor=llama_cpp.LogitsProcessorList([recorder]) if recorder is not None else None,
-                stream=sink is not None,
-            )
-            text, finish, completion_tokens = _collect(completion, sink)
-        except (RuntimeError, ValueError) as exc:
-            raise BackendError(f"{self.model_id}: generation failed: {exc}") from exc
-        seconds = time.perf_counter() - started
-        perf = llama_cpp.llama_perf_context(llm.ctx)
-        self.last_timings = LlamaTimings(perf.n_p_eval, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
-        self.prompt_tokens_evaluated += perf.n_p_eval
-        if req.json_schema is not None:
-            try:
-                loads_json(text)
-            except json.JSONDecodeError as exc:
-                if finish == "length":
-                    raise UnusableReply(
-                        f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
-                        "was complete; raise max_tokens"
-                    ) from None
-                raise UnusableReply(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
-            text = text.strip()
-        return ChatResult(
-            text=text,
-            prompt_tokens=len(tokens),
-            completion_tokens=completion_tokens,
-            seconds=seconds,
-            cached=False,
-            mean_logprob=recorder.mean() if recorder is not None else None,
-        )
+            decoder = self._decoder()  # raises a BackendError with the pip command if llama_cpp is absent
+            if any(m.images for m in req.messages):
+                raise BackendError(
+                    f"{self.model_id} reads text only: send images (img_k > 0) to a vision model "
+                    "over an OpenAI-compatible endpoint"
+                )
+            tokens = self._tokens(req.messages)
+            if len(tokens) + req.max_tokens > self.context_window:
+                raise ContextOverflowError(
+                    f"{self.model_id}: the prompt takes {len(tokens)} tokens and the reply may take "
+                    f"{req.max_tokens}, more than n_ctx={self.context_window}; send less context",
+                    prompt_tokens=len(tokens),
+                    limit=self.context_window,
+                )
+            import llama_cpp
 
-    def _first_token(
-        self, llm: Any, tokens: list[int], top: int, shared: int, reuse_prefix: bool = False
-    ) -> ChatResult:
+            llama_cpp.llama_perf_context_reset(decoder.ctx)
+            started = time.perf_counter()
+            try:
+                evaluated = decoder.prime(
+                    tokens, self._shared_prefix(req.messages, tokens), self.prefix_states, req.reuse_prefix
+                )
+                self.prompt_tokens_evaluated += evaluated
+                if req.top_logprobs:
+                    return [self._first_token(decoder, req.top_logprobs, len(tokens), started)]
+                replies = decoder.sample(
+                    [r.seed for r in reqs],
+                    req.temperature,
+                    req.max_tokens,
+                    self._grammar(req.schema_text) if req.schema_text is not None else None,
+                    record_logprobs=req.reply_logprobs,
+                    sink=reply_sink(),
+                )
+            except (RuntimeError, ValueError) as exc:
+                raise BackendError(f"{self.model_id}: generation failed: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - every reply of the group fails alike, in its own slot
+            return [exc] * len(reqs)
+        seconds = time.perf_counter() - started
+        perf = llama_cpp.llama_perf_context(decoder.ctx)
+        self.last_timings = LlamaTimings(evaluated, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
+        out: list[ChatResult | Exception] = []
+        for reply in replies:
+            try:
+                text = self._checked(req, reply.text, reply.finish)
+            except UnusableReply as exc:
+                out.append(exc)
+                continue
+            # The group's time shared by its replies: a run's cost, as an evaluation adds them up.
+            out.append(
+                ChatResult(
+                    text=text,
+                    prompt_tokens=len(tokens),
+                    completion_tokens=reply.tokens,
+                    seconds=seconds / len(replies),
+                    cached=False,
+                    mean_logprob=reply.mean_logprob,
+                )
+            )
+        return out
+
+    def _first_token(self, decoder: Any, top: int, prompt_tokens: int, started: float) -> ChatResult:
         """The reply's `top` most likely first tokens, read from the model's own distribution
         (no grammar, no sampling): what a verdict's probability is computed from."""
-        started = time.perf_counter()
-        self.prompt_tokens_evaluated += self._prime(llm, tokens, shared, reuse_prefix) + 1
-        llm.eval(tokens[-1:])
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)  # noqa: SLF001
-        logprobs = logits - np.logaddexp.reduce(logits)
+        logprobs = decoder.first_token_logprobs()
         best = np.argsort(-logprobs)[:top]
-        pairs = tuple((llm.detokenize([int(t)]).decode("utf-8", errors="replace"), float(logprobs[t])) for t in best)
+        pairs = tuple((decoder.detokenize(int(t)), float(logprobs[t])) for t in best)
         return ChatResult(
             text=pairs[0][0],
-            prompt_tokens=len(tokens),
+            prompt_tokens=prompt_tokens,
             completion_tokens=1,
             seconds=time.perf_counter() - started,
             top_logprobs=pairs,
         )
 
-    def _prime(self, llm: Any, tokens: list[int], shared: int, reuse_prefix: bool = False) -> int:
-        """Leave exactly tokens[:-1] in the KV cache, computed from scratch unless already
-        there; with `reuse_prefix`, the longest prefix shared with the cached tokens is kept
-        and only the rest evaluated (one question against many passages). `shared` is the
-        length of the prompt's repeating prefix (chat header and system prompt): a fresh
-        evaluation restores its saved state, or evaluates and saves it, then evaluates the
-        rest. Returns how many tokens it evaluated.
-
-        `create_completion` then evaluates only the last prompt token itself (llama's
-        prefix match), both on a cold cache and on a reused one.
-        """
-        head = len(tokens) - 1
-        cached = np.asarray(llm._input_ids)  # noqa: SLF001 - the tokens whose KV entries are live
-        n = min(len(cached), head)
-        differs = np.flatnonzero(cached[:n] != np.asarray(tokens[:n]))
-        common = int(differs[0]) if len(differs) else n
-        evaluated = 0
-        if common < head and not reuse_prefix:
-            # A fresh evaluation: the same logits whatever ran before.
-            if self.prefix_states is not None and MIN_PREFIX_TOKENS <= shared < head:
-                evaluated = self.prefix_states.evaluate(llm, tokens[:shared])
-                common = shared
-            else:
-                common = 0
-        # `eval` drops the KV entries past n_tokens before it writes new ones.
-        llm.n_tokens = common
-        llm.eval(tokens[common:head])
-        return evaluated + head - common  # the tokens evaluated now
+    def _checked(self, req: ChatRequest, text: str, finish: str | None) -> str:
+        """A grammar-constrained reply's text, or UnusableReply when it is not JSON."""
+        if req.json_schema is None:
+            return text
+        try:
+            loads_json(text)
+        except json.JSONDecodeError as exc:
+            if finish == "length":
+                raise UnusableReply(
+                    f"{self.model_id}: the reply reached max_tokens={req.max_tokens} before its JSON "
+                    "was complete; raise max_tokens"
+                ) from None
+            raise UnusableReply(f"{self.model_id}: grammar-constrained reply is not JSON ({exc})") from None
+        return text.strip()
 
     def _shared_prefix(self, messages: tuple[Message, ...], tokens: list[int]) -> int:
         """How many leading tokens do not depend on the last message's content: the chat
@@ -258,9 +251,10 @@ class LlamaCppChat:
         except RuntimeError as exc:
             raise BackendError(str(exc)) from None
         try:
+            # The Llama's own context only tokenizes; prompts run in the Decoder's.
             llm = Llama(
                 model_path=str(self.model_path),
-                n_ctx=self.context_window,
+                n_ctx=min(self.context_window, 512),
                 n_threads=self.n_threads,
                 n_threads_batch=self.n_threads,
                 seed=self.seed,
@@ -281,60 +275,52 @@ class LlamaCppChat:
         self._llm = llm
         return llm
 
+    def _decoder(self) -> Any:
+        if self._decoding is None:
+            llm = self._model()
+            from kohaku_rag.llm.decoding import Decoder
+
+            try:
+                # Room for the prompt and one reply (n_ctx), plus the other voted runs' replies.
+                self._decoding = Decoder(
+                    llm, self.context_window + (PARALLEL_SEQS - 1) * PARALLEL_MAX_TOKENS, PARALLEL_SEQS, self.n_threads
+                )
+            except RuntimeError as exc:
+                raise BackendError(f"{self.model_path}: {exc}") from None
+        return self._decoding
+
     def _tokens(self, messages: tuple[Message, ...]) -> list[int]:
         llm = self._model()
         rendered = self._formatter(messages=[{"role": m.role, "content": m.content} for m in messages])
         # The template writes any special tokens (BOS included) itself.
         return llm.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
 
-    def _grammar(self, schema_json: str) -> Any:
+    def _grammar(self, schema_json: str) -> str:
+        """The GBNF grammar of a JSON schema (llama-cpp-python's converter)."""
         grammar = self._grammars.get(schema_json)
         if grammar is None:
-            from llama_cpp import LlamaGrammar
+            from llama_cpp.llama_grammar import json_schema_to_gbnf
 
             try:
-                grammar = LlamaGrammar.from_json_schema(schema_json, verbose=False)
+                grammar = json_schema_to_gbnf(schema_json)
             except (ValueError, RuntimeError, KeyError, TypeError) as exc:
                 raise BackendError(f"{self.model_id}: cannot turn the JSON schema into a grammar: {exc}") from exc
             self._grammars[schema_json] = grammar
         return grammar
 
 
-def _collect(completion: Any, sink: ReplySink | None) -> tuple[str, str | None, int]:
-    """(text, finish reason, completion tokens) of a completion: a whole one, or streamed
-    chunks whose text goes to `sink` as it is generated (the same tokens either way: one
-    sampling loop, read as it runs)."""
-    if sink is None:
-        choice = completion["choices"][0]
-        usage = completion.get("usage") or {}
-        return choice["text"], choice.get("finish_reason"), int(usage.get("completion_tokens") or 0)
-    parts: list[str] = []
-    finish = None
-    for chunk in completion:
-        choice = chunk["choices"][0]
-        if choice["text"]:
-            parts.append(choice["text"])
-            sink(choice["text"])
-        finish = choice.get("finish_reason") or finish
-    return "".join(parts), finish, len(parts)
+def _sampling_key(req: ChatRequest) -> tuple[Any, ...]:
+    """What requests must share, seed aside, to be decoded together."""
+    return (
+        req.messages,
+        req.temperature,
+        req.max_tokens,
+        req.schema_text,
+        req.top_logprobs,
+        req.reply_logprobs,
+        req.reuse_prefix,
+    )
 
 
-class _TokenLogprobs:
-    """A logits processor that records, at each step, the model's log-probabilities; the
-    token chosen at step t is the next step's last input id, so its log-probability under
-    the model (before the grammar's mask) is read then. The mean is a reply's confidence."""
-
-    def __init__(self, prompt_len: int) -> None:
-        self.prompt_len = prompt_len
-        self.previous: np.ndarray | None = None
-        self.chosen: list[float] = []
-
-    def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        if self.previous is not None and len(input_ids) > self.prompt_len:
-            self.chosen.append(float(self.previous[int(input_ids[-1])]))
-        logits = np.asarray(scores, dtype=np.float64)
-        self.previous = logits - np.logaddexp.reduce(logits)
-        return scores
-
-    def mean(self) -> float | None:
-        return sum(self.chosen) / len(self.chosen) if self.chosen else None
+def _chunks(items: list[int], size: int) -> list[list[int]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]

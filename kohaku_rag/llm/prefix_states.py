@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["MIN_PREFIX_TOKENS", "PrefixStates"]
@@ -37,32 +38,32 @@ class PrefixStates:
     def __len__(self) -> int:
         return len(self._states)
 
-    def evaluate(self, llm: Any, prefix: list[int]) -> int:
-        """Leave exactly `prefix` in the KV cache (sequence 0): restored if saved, else
-        evaluated from an empty cache and saved. Returns how many tokens it evaluated."""
+    def evaluate(self, ctx: Any, prefix: list[int], evaluate: Callable[[list[int]], None]) -> int:
+        """Leave exactly `prefix` in the empty sequence 0 of `ctx` (decoding.py): restored
+        if saved, else `evaluate`d and saved. Returns how many tokens were evaluated."""
         import llama_cpp
 
         key = tuple(prefix)
-        memory = llama_cpp.llama_get_memory(llm.ctx)
-        llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
         saved = self._states.get(key)
         if saved is not None:
-            if llama_cpp.llama_state_seq_set_data(llm.ctx, *saved, 0):
+            if llama_cpp.llama_state_seq_set_data(ctx, *saved, 0):
                 self._states.move_to_end(key)
-                llm.input_ids[: len(prefix)] = prefix
-                llm.n_tokens = len(prefix)
                 self.hits += 1
                 return 0
-            del self._states[key]  # refused (e.g. no room): evaluate it instead
-            llama_cpp.llama_memory_seq_rm(memory, 0, -1, -1)
+            del self._states[key]
+            llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, -1, -1)
         self.misses += 1
-        llm.n_tokens = 0
-        llm.eval(prefix)
-        size = llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
+        evaluate(prefix)
+        self._save(ctx, key)
+        return len(prefix)
+
+    def _save(self, ctx: Any, key: tuple[int, ...]) -> None:
+        import llama_cpp
+
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
         buffer = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(llm.ctx, buffer, size, 0)
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
         if written:
             self._states[key] = (buffer, written)
             while len(self._states) > self.capacity:
                 self._states.popitem(last=False)
-        return len(prefix)

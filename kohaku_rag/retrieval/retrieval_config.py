@@ -79,7 +79,11 @@ class RetrievalConfig:
     # Applied before the top_k_final cut, so a dropped unit's slot goes to the next one.
     dedup: Literal["none", "node_id", "tree"] = "tree"
     threshold: Annotated[float, Range(-1.0, 1.0)] = 0.0  # minimum dense cosine similarity for a dense hit to count
-    budget_chars: Annotated[int, Range(0, 10_000_000)] = 4000
+    # The context's characters. 3,000 (~750 tokens) since 2026-11-26: on WattBot train + dev
+    # (bench/retrieval_sweep.py) the evidence is within 3,000 characters for 0.780 of the
+    # questions and within 4,000 for 0.807, and a quarter less prefill is ~1.5 s less per
+    # answer on 2 cores (bench/time_to_answer.py, docs/explanation/time-to-answer.md).
+    budget_chars: Annotated[int, Range(0, 10_000_000)] = 3000
     # Mark this many sentences of the context, those sharing the most (IDF-weighted) question
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).
     # With the bundled 1.5B model on WattBot train (single run): WattBot score 0.541 → 0.577.

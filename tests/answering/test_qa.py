@@ -41,7 +41,7 @@ def write_config(settings, name, server, questions, retrieval=None, generation=N
     llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
     data = {
         "questions": str(questions),
-        "retrieval": {"planner_max_queries": 2, **(retrieval or {})},
+        "retrieval": {"use_planner": True, "planner_max_queries": 2, **(retrieval or {})},
         "generation": {"llm": llm, **(generation or {})},
         "voting": {"runs": 2, **(voting or {})},
     }
@@ -240,6 +240,7 @@ def test_is_blank_retry_deepens_k(env):
         questions,
         retrieval={"use_planner": False, "top_k_final": 1, "budget_chars": 400},
         generation={"max_retries": 2},
+        voting={"runs": 1},  # answer_question asks the config's runs: one run's attempts here
     )
     retriever = open_retriever(settings.lake, settings.index_config())
     chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
@@ -368,7 +369,12 @@ def test_replies_keep_the_magnitude_their_words_state():
 def test_context_overflow_shrinks_the_context(env):
     settings, server, questions = env
     cfg = write_config(
-        settings, "a", server, questions, retrieval={"use_planner": False, "top_k_final": 6, "budget_chars": 4000}
+        settings,
+        "a",
+        server,
+        questions,
+        retrieval={"use_planner": False, "top_k_final": 6, "budget_chars": 4000},
+        voting={"runs": 1},
     )
     retriever = open_retriever(settings.lake, settings.index_config())
     chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)

@@ -39,6 +39,10 @@ def env(built, tmp_path, monkeypatch):
         folder = lake / "configs"
         folder.mkdir(exist_ok=True)
         llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None}
-        base = {"questions": str(questions), "retrieval": {"planner_max_queries": 2}, "generation": {"llm": llm}}
+        base = {
+            "questions": str(questions),
+            "retrieval": {"use_planner": True, "planner_max_queries": 2},
+            "generation": {"llm": llm},
+        }
         (folder / "base.json").write_text(json.dumps(base))
         yield settings, server, questions

@@ -14,18 +14,16 @@ from kohaku_rag.errors import BackendError  # noqa: E402
 from kohaku_rag.llm import LLMSpec, make_chat_model  # noqa: E402
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ContextOverflowError, Message  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
-from kohaku_rag.llm.model_files import BUNDLED_SIZE, ensure_bundled_model  # noqa: E402
+from kohaku_rag.llm.model_files import BUNDLED_SIZE, bundled_model  # noqa: E402
 from kohaku_rag.llm.prefix_states import MIN_PREFIX_TOKENS, PrefixStates  # noqa: E402
 from kohaku_rag.llm.reply_stream import streaming_reply  # noqa: E402
 
-# Joined once and kept (git-ignored) so later runs skip the 1.1 GB copy.
-MODEL_DIR = Path(__file__).resolve().parents[2] / ".models"
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
 
 
 @pytest.fixture(scope="module")
 def llm() -> LlamaCppChat:
-    path = ensure_bundled_model(MODEL_DIR)
+    path = bundled_model()
     assert path.stat().st_size == BUNDLED_SIZE
     # One thread: llama.cpp's OpenMP workers spin-wait and crawl when other jobs share the cores.
     return LlamaCppChat(path, n_ctx=512, n_threads=1)
@@ -58,9 +56,9 @@ def test_shared_prompt_is_evaluated_once(llm: LlamaCppChat) -> None:
     llm.prefix_states = PrefixStates()  # what earlier tests saved is forgotten
     before = llm.prompt_tokens_evaluated
     results = llm.complete_many(batch)
-    # Grouped by prompt: each prompt evaluated once; a repeat costs one replayed token; the
-    # second prompt's opening is restored from the first's saved prefix state.
-    assert llm.prompt_tokens_evaluated - before == p_shared + (p_other - shared) + 2
+    # Grouped by prompt: each prompt evaluated once (the three runs of the shared one decoded
+    # together); the second prompt's opening is restored from the first's saved prefix state.
+    assert llm.prompt_tokens_evaluated - before == p_shared + (p_other - shared)
 
     # Each reply sits in its own slot and equals the same request made on its own.
     alone: dict[int, str] = {}
@@ -148,7 +146,7 @@ def test_prompt_too_long_raises_context_overflow(llm: LlamaCppChat) -> None:
 def test_make_chat_model_builds_the_cached_bundled_model(tmp_path: Path) -> None:
     # Point the lake's models folder at the joined file instead of copying 1.1 GB again.
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "qwen.gguf").symlink_to(ensure_bundled_model(MODEL_DIR))
+    (tmp_path / "models" / "qwen.gguf").symlink_to(bundled_model())
     llm = make_chat_model(LLMSpec(model="qwen.gguf", n_ctx=512, n_threads=1), tmp_path)
     req = ChatRequest((Message("user", "3+4=? JSON"),), max_tokens=12, json_schema=SCHEMA)
     first, second = llm.complete(req), llm.complete(req)
@@ -190,3 +188,71 @@ def test_a_streamed_reply_is_the_same_reply_piece_by_piece(llm: LlamaCppChat) ->
     assert streamed.completion_tokens == len(pieces)
     llm.complete(req)  # outside the block: nothing more is sent
     assert len(pieces) == streamed.completion_tokens
+
+
+def test_voted_runs_share_one_prefill_and_decode_together(llm: LlamaCppChat) -> None:
+    """m runs of one prompt (KohakuRAG's voted runs): the prompt is evaluated once, the m
+    replies are decoded together (one model step carries a token of each, so the steps are
+    the longest reply's, not the sum), and the same runs give the same replies whether the
+    prompt's opening was restored from a saved KV state after other prompts or evaluated
+    afresh on a new model. Greedy runs give the reply a lone run gives."""
+    schema = {
+        "type": "object",
+        "properties": {"animals": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3}},
+        "required": ["animals"],
+    }
+    messages = user("Name three random animals. Reply in JSON.")
+    reqs = [ChatRequest(messages, temperature=1.2, max_tokens=40, seed=s, json_schema=schema) for s in range(5)]
+    llm.prefix_states = PrefixStates()
+    llm.complete(ChatRequest(user("Say hi."), max_tokens=2))  # saves the opening both prompts share
+    before = llm.prompt_tokens_evaluated
+    together = llm.complete_many(reqs)
+    assert all(not isinstance(r, Exception) for r in together), together
+    shared = llm._shared_prefix(messages, llm._tokens(messages))  # noqa: SLF001
+    assert llm.prompt_tokens_evaluated - before == llm.prompt_tokens(messages) - shared  # once, opening restored
+    lengths = [r.completion_tokens for r in together]
+    assert llm._decoding.decode_steps <= max(lengths) < sum(lengths)  # noqa: SLF001
+    texts = [r.text for r in together]
+    assert len(set(texts)) >= 3 and all(json.loads(text)["animals"] for text in texts)  # the seeds differ
+
+    fresh = LlamaCppChat(llm.model_path, n_ctx=512, n_threads=1)
+    assert [r.text for r in fresh.complete_many(reqs)] == texts
+    greedy = [replace(r, temperature=0.0) for r in reqs[:3]]
+    assert [r.text for r in llm.complete_many(greedy)] == [llm.complete(greedy[0]).text] * 3
+
+    # Streamed, the first run's reply reaches the sink as it is written.
+    pieces: list[str] = []
+    with streaming_reply(pieces.append):
+        streamed = llm.complete_many(reqs)
+    assert len(pieces) > 3 and "".join(pieces).strip() == texts[0] == streamed[0].text
+
+
+def test_a_true_false_verdict_continues_from_the_answers_kv_state() -> None:
+    """The verdict prompt opens like the answer prompt (system prompt, then the same context),
+    so after the answer call only the statement and its question are evaluated; on a fresh
+    model the same verdict evaluates the whole prompt and gives the same log-odds."""
+    from kohaku_rag.answering.prompt import answer_request
+    from kohaku_rag.answering.qa_config import GenerationPart
+    from kohaku_rag.answering.verdict import verdict_logodds, verdict_request
+    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.retrieval.context import ContextItem
+
+    text = " ".join(
+        f"Accelerator model {i} drew {300 + 10 * i} W during training in the reported runs." for i in range(12)
+    )
+    items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
+    statement = Question("q1", "True or False: accelerator model 3 drew 330 W during training.", "is_blank")
+    gen = GenerationPart()
+    model = LlamaCppChat(bundled_model(), n_ctx=1024, n_threads=1)
+    model.complete(answer_request(statement, items, gen, seed=0))
+    verdict = verdict_request(statement, items, gen)
+    total = model.prompt_tokens(verdict.messages)
+    before = model.prompt_tokens_evaluated
+    after_answer = model.complete(verdict)
+    assert model.prompt_tokens_evaluated - before < total / 3
+
+    fresh = LlamaCppChat(model.model_path, n_ctx=1024, n_threads=1, prefix_cache=False)
+    alone = fresh.complete(verdict)
+    assert fresh.prompt_tokens_evaluated == total
+    first, second = verdict_logodds(after_answer.top_logprobs), verdict_logodds(alone.top_logprobs)
+    assert first is not None and second is not None and abs(first - second) < 0.05

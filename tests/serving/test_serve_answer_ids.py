@@ -90,7 +90,7 @@ def test_clients_that_hang_up_give_their_queue_places_back(lake: Path, settings)
     """Fails on main: the abandoned questions keep their places (the next client gets a 429),
     are answered one by one, and are logged as served."""
     with QAServer() as slow:
-        slow.default_delay = 1.5  # the first question holds the model 3 s, past the 2 s grace
+        slow.default_delay = 3.0  # the first question's one answer call holds the model past the 2 s grace
         write_config(lake, "slow", slow.base_url, max_concurrent=1)
         app = build_app(dataclasses.replace(settings, config="slow", queue_size=2))
         with serving(app) as url:
