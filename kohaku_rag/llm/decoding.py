@@ -78,8 +78,8 @@ class Decoder:
         params.kv_unified = True  # the prompt's cells serve every sequence
         params.n_threads = params.n_threads_batch = n_threads
         self._llm = llm
-        self._vocab = llama_cpp.llama_model_get_vocab(llm.model)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self.vocab)
         self.ctx = llama_cpp.llama_init_from_model(llm.model, params)
         if not self.ctx:
             raise RuntimeError("llama.cpp could not create a context")
@@ -118,7 +118,7 @@ class Decoder:
 
     def first_token_logprobs(self) -> np.ndarray:
         """log-probabilities of the next token after the primed prompt."""
-        logits = self._logits(-1).astype(np.float64)
+        logits = self.logits(-1).astype(np.float64)
         return logits - np.logaddexp.reduce(logits)
 
     def detokenize(self, token: int) -> str:
@@ -175,7 +175,7 @@ class Decoder:
                 if finish[s] is not None:
                     continue
                 token = drawers[s].draw(where[s])
-                if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                if llama_cpp.llama_vocab_is_eog(self.vocab, token):
                     finish[s] = "stop"
                     continue
                 replies[s].append(token)
@@ -218,11 +218,13 @@ class Decoder:
         if status != 0:
             raise RuntimeError(f"llama_decode failed with status {status}")
 
-    def _logits(self, index: int) -> np.ndarray:
+    def logits(self, index: int) -> np.ndarray:
+        """The logits of batch entry `index` of the last step (-1: its last entry), as a view."""
         pointer = llama_cpp.llama_get_logits_ith(self.ctx, index)
         return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,))
 
-    def _candidates_array(self, logits: np.ndarray) -> Any:
+    def candidates(self, logits: np.ndarray) -> Any:
+        """Every token with its logit, as llama.cpp's samplers take them (one reused buffer)."""
         buffer = self._candidates
         buffer["id"] = self._ids
         buffer["logit"] = logits
@@ -240,7 +242,7 @@ class _Drawer:
         self.decoder = decoder
         self.top_k = llama_cpp.llama_sampler_init_top_k(TOP_K)
         self.grammar = (
-            llama_cpp.llama_sampler_init_grammar(decoder._vocab, grammar.encode("utf-8"), b"root")  # noqa: SLF001
+            llama_cpp.llama_sampler_init_grammar(decoder.vocab, grammar.encode("utf-8"), b"root")
             if grammar is not None
             else None
         )
@@ -261,13 +263,13 @@ class _Drawer:
         self.logprobs: list[float] | None = [] if record else None
 
     def draw(self, index: int) -> int:
-        logits = self.decoder._logits(index)  # noqa: SLF001
-        cur = self.decoder._candidates_array(logits)  # noqa: SLF001
+        logits = self.decoder.logits(index)
+        cur = self.decoder.candidates(logits)
         llama_cpp.llama_sampler_apply(self.top_k, ctypes.byref(cur))
         if self.grammar is not None:
             llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
             if not _keep_allowed(cur):
-                cur = self.decoder._candidates_array(logits)  # noqa: SLF001
+                cur = self.decoder.candidates(logits)
                 llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(cur))
                 llama_cpp.llama_sampler_apply(self.top_k, ctypes.byref(cur))
                 _keep_allowed(cur)
