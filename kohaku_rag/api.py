@@ -95,7 +95,8 @@ class Rag:
     ) -> AskResult:
         """Plan, retrieve and answer one question with one run. `config` is a config name in
         the lake's configs folder, a config file, a QAConfig, or None for the defaults.
-        `progress` hears each stage as it starts ("planning", "retrieving", "answering")."""
+        `progress` hears each stage as it starts ("planning" when the planner runs, "retrieving",
+        "answering")."""
         cfg = self.config(config)
         pred = answer_question(
             Question(id="ask", question=question, answer_unit=unit),

@@ -43,6 +43,7 @@ from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.answering.reply import parse_reply, reply_json, with_confidence
 from kohaku_rag.answering.stages import SINGLE, Stage, stage_for
+from kohaku_rag.answering.support_check import apply_support, support_logodds, support_request
 from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.records import Answer, Question
@@ -114,6 +115,7 @@ class _Run:
     items: tuple[ContextItem, ...] = ()
     error: str = ""
     verdict_logodds: float | None = None
+    support_logodds: float | None = None
     working: str = ""
     log: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
@@ -227,6 +229,49 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
             run.answer = apply_verdict(run.answer, logodds, gen.true_false_margin)
 
 
+def _check_support(chat: ChatModel, question: Question, gen: GenerationPart, runs: Sequence[_Run]) -> None:
+    """Blank each answered run whose answer the context does not state, by the model's
+    probabilities (support_check.py; one call per distinct context and answer, counted on
+    the first run that gave it). A true/false statement has its own verdict."""
+    groups: dict[tuple[tuple[str, ...], str], list[_Run]] = {}
+    for run in runs:
+        if run.answer is not None and not run.answer.is_blank and not run.error:
+            groups.setdefault((tuple(i.node_id for i in run.items), run.answer.answer_value), []).append(run)
+    for group in groups.values():
+        first = group[0]
+        assert first.answer is not None
+        req = support_request(question, first.items, first.answer, gen)
+        try:
+            res = chat.complete(req)
+        except RetriesExhausted as exc:  # the endpoint is down: a failure, asked again next time
+            for run in group:
+                run.error = f"{type(exc).__name__}: {exc}"
+            continue
+        except BackendError as exc:  # no probabilities: the answer stands
+            log.warning(
+                '%s: no support check (%s); the answer stands. A server without logprobs needs abstain = "off"',
+                question.id,
+                exc,
+            )
+            continue
+        _count(first, res)
+        reply = " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5])
+        first.log.append(
+            {
+                "attempt": first.attempts,
+                "kind": "support",
+                "k": len(first.items),
+                "prompt": prompt_text(req),
+                "reply": reply,
+            }
+        )
+        logodds = support_logodds(res.top_logprobs)
+        for run in group:
+            assert run.answer is not None
+            run.support_logodds = logodds
+            run.answer = apply_support(run.answer, logodds, gen.abstain_margin, question.answer_unit)
+
+
 def answer_runs(
     question: Question,
     queries: Sequence[str],
@@ -269,6 +314,8 @@ def answer_runs(
             break
     if is_true_false(question) and cfg.generation.true_false_verdict == "probability":
         _decide_true_false(chat, question, cfg.generation, runs)
+    elif cfg.generation.abstain == "unsupported":
+        _check_support(chat, question, cfg.generation, runs)
     out = []
     for index, run in enumerate(runs):
         assert run.answer is not None
@@ -288,6 +335,7 @@ def answer_runs(
                 cached_calls=run.cached_calls,
                 error=run.error,
                 verdict_logodds=run.verdict_logodds,
+                support_logodds=run.support_logodds,
                 working=run.working,
                 context=run.items,
                 debug=tuple(run.log),
@@ -323,10 +371,12 @@ def answer_question(
     """Plan, retrieve and answer one question: the config's `runs` runs (seeds seed, seed+1,
     ...) voted, or one (`seconds` is the wall time of all of it). `planner_chat` writes the
     queries when the config names a planner_model.
-    `progress` hears each stage as it starts: "planning", "retrieving", "answering"."""
+    `progress` hears each stage as it starts: "planning" (only when the planner runs),
+    "retrieving", "answering"."""
     say = progress or (lambda _stage: None)
     started = time.perf_counter()
-    say("planning")
+    if cfg.retrieval.use_planner:
+        say("planning")
     queries = plan_for(question, planner_chat or chat, cfg)
     searcher = answering_searcher(retriever, cfg.retrieval, planner_chat or chat)
     if progress is not None:

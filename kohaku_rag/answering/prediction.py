@@ -32,10 +32,13 @@ class Prediction:
     error: str = ""
     # log P(True) - log P(False) from a true/false statement's verdict call (None: none made)
     verdict_logodds: float | None = None
+    # log P(Yes) - log P(No) from the support check, "does the context state this answer?"
+    # (abstain = "unsupported"; None: none made)
+    support_logodds: float | None = None
     # A computed answer's working (compute.py's Working as JSON; "" when none was written).
     working: str = ""
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
-    # Every LLM call of this run: {"attempt", "kind" (answer/verdict), "k", "prompt", "reply"}
+    # Every LLM call of this run: {"attempt", "kind" (answer/verdict/support), "k", "prompt", "reply"}
     # (stored in the debug table, not in rows).
     debug: tuple[dict[str, Any], ...] = ()
 
@@ -70,6 +73,7 @@ class Prediction:
             "cached_calls": self.cached_calls,
             "error": self.error,
             "verdict_logodds": self.verdict_logodds,
+            "support_logodds": self.support_logodds,
             "confidence": a.confidence,
             "working": self.working,
             "cited_nodes": [i.node_id for i in self.cited()],

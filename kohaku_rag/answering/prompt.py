@@ -21,7 +21,7 @@ from typing import Any
 from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
-from kohaku_rag.evaluation.answer_forms import asks_for_several, several_values_rule
+from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute, several_values_rule
 from kohaku_rag.evaluation.normalise import is_blank_value
 from kohaku_rag.evaluation.records import Question
 from kohaku_rag.llm import ChatRequest, Message
@@ -252,11 +252,11 @@ def figure_images(items: Sequence[ContextItem], img_k: int, load: ImageLoader | 
 
 
 def computes(question: Question, gen: GenerationPart) -> bool:
-    """Whether the reply writes its working (compute = "expression", a question with a unit;
-    not one asking for several values: a computed result is one number, it would replace the
-    list)."""
+    """Whether the reply writes its working (compute = "expression", or "asked" and the
+    question's wording asks for a computation; a question with a unit; not one asking for
+    several values: a computed result is one number, it would replace the list)."""
     return (
-        gen.compute == "expression"
+        (gen.compute == "expression" or (gen.compute == "asked" and asks_to_compute(question)))
         and unit_is_given(question.answer_unit)
         and not is_true_false(question)
         and not asks_for_several(question)

@@ -32,8 +32,8 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 QUOTE_EVIDENCE = ("off", "true_false", "all")
 TRUE_FALSE_VERDICTS = ("probability", "reply")
 CITES = ("reply", "source")
-COMPUTES = ("off", "expression")
-ABSTAINS = ("off", "unfounded")
+COMPUTES = ("off", "expression", "asked")
+ABSTAINS = ("off", "unfounded", "unsupported")
 CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current.
@@ -165,11 +165,16 @@ class GenerationPart:
     # quote its operands (value, unit, ref_id) and write the arithmetic over them; every
     # operand is checked against the context, put in the question's unit, and the
     # expression evaluated by an AST whitelist; the result replaces the reply's value and the
-    # answer cites every operand's document. "off": the reply's own number.
-    compute: Literal["off", "expression"] = "off"
+    # answer cites every operand's document. "asked": the same, only for a question whose
+    # wording asks for a computation (a ratio, factor, difference, percentage change, total
+    # or what-if: evaluation/answer_forms.py). "off": the reply's own number.
+    compute: Literal["off", "expression", "asked"] = "off"
     # Abstention: "unfounded" turns an answer whose operands are not stated in the context
-    # (compute = "expression") into a blank, after the deepest retry too; "off" keeps it.
-    abstain: Literal["off", "unfounded"] = "off"
+    # (compute = "expression") into a blank, after the deepest retry too; "unsupported" asks
+    # the model once more, for one word, whether the context states the answer, and blanks
+    # it when log P(Yes) - log P(No) is below abstain_margin (support_check.py); "off" keeps it.
+    abstain: Literal["off", "unfounded", "unsupported"] = "off"
+    abstain_margin: Annotated[float, Range(-100.0, 100.0)] = 0.0
     # Choose, don't generate (choose.py): for a question with a unit, "candidates" makes
     # answer_value a choice among the values the context's marked sentences state in that
     # unit (converted to it), "other", and with compute "computed"; "off": a free string.
@@ -183,7 +188,7 @@ class GenerationPart:
         if self.choose not in CHOOSES:
             raise ValueError(f"choose {self.choose!r} is not one of {', '.join(CHOOSES)}")
         if self.abstain == "unfounded" and self.compute == "off":
-            raise ValueError('abstain = "unfounded" judges the operands: it needs compute = "expression"')
+            raise ValueError('abstain = "unfounded" judges the operands: it needs compute = "expression" or "asked"')
         if self.cite not in CITES:
             raise ValueError(f"cite {self.cite!r} is not one of {', '.join(CITES)}")
         if self.max_retries < 0:
@@ -376,6 +381,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
             "stage2_k",
             "compute",
             "abstain",
+            "abstain_margin",
             "choose",
         ),
         # Added with a new default: before it, every document a reply listed was cited.

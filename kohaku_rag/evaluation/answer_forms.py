@@ -1,4 +1,5 @@
-"""Which answer form a question asks for: several values (a WattBot 2026 list) or one.
+"""Which answer form a question asks for: several values (a WattBot 2026 list) or one, and
+whether its one value is computed from stated ones or read off the context.
 
 WattBot 2026 golds write the values a question asks from several sources as a list `(a,b)`
 (every member required); its question files flag those questions `Reconcile`. Without the
@@ -6,6 +7,12 @@ flag (the 2025 files, a user's own question) the wording decides: "respectively"
 two ...", "list all/the/both/each ...", "name all/both/the three ...", "each paper/study/
 source/report", "... of each of ...". Plain "both" is not enough: in "True or False: ...
 reduces both X and Y" and "... which includes both A and B" one value is still asked for.
+
+A question computes when its wording asks for a relation between stated values or a
+combination of them: "how many times", "by what factor", "-fold", a ratio, a difference,
+"how much more/less/higher/lower", a percentage change, a total or combined amount, an
+average over values, or a what-if ("if ... how much", "would ... consume"). The wording
+decides, never a file's Math flag, so the rule is the same for any question file.
 """
 
 from __future__ import annotations
@@ -20,6 +27,17 @@ _SEVERAL = re.compile(
     r"|\blist (?:all|the|both|each)\b"
     r"|\bname (?:all|both|the (?:two|three|four|five))\b"
     r"|\beach (?:paper|study|source|report|of the)\b",
+    re.IGNORECASE,
+)
+_COMPUTES = re.compile(
+    r"\bhow many times\b|\b(?:by )?what factor\b|\bfold\b|-fold\b|\bratio\b"
+    r"|\bdifference\b|\bhow much (?:more|less|higher|lower|greater|larger|smaller|bigger|faster|slower)\b"
+    r"|\b(?:more|less|fewer|higher|lower|greater|larger|smaller) than\b"
+    r"|\b(?:by )?what (?:percent|percentage)\b|\bpercent(?:age)? (?:increase|decrease|reduction|change|drop|gain)\b"
+    r"|\b(?:increase|decrease|reduction|change|drop|gain) in percent"
+    r"|\b(?:total|combined|in all|altogether|sum of|average of)\b"
+    r"|\bif\b.*\bhow (?:much|many|long)\b|\bwould\b.*\b(?:consume|emit|cost|require|use|take|save|produce)\b"
+    r"|\b(?:calculate|compute|estimate)\b",
     re.IGNORECASE,
 )
 _TRUE_FALSE = re.compile(r"^\s*true\s+or\s+false\b", re.IGNORECASE)
@@ -37,3 +55,10 @@ def several_values_rule(unit: str | None) -> str:
     """The prompt's answer_value line for a question that asks for several values."""
     what = f"each a number in {unit} (no unit, no commas)" if unit else "each the exact name or term"
     return f"answer_value: the question asks for several values: give every one, {what}, as a list (a,b)."
+
+
+def asks_to_compute(question: Question) -> bool:
+    """The question's one value is computed from values the context states (see the module
+    docstring); never a true/false statement nor a question asking for several values."""
+    text = question.question
+    return _TRUE_FALSE.match(text) is None and not asks_for_several(question) and _COMPUTES.search(text) is not None

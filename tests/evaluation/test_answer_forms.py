@@ -9,7 +9,7 @@ import pytest
 from shared_data import WATTBOT
 
 from kohaku_rag.answering.answer import build_messages
-from kohaku_rag.evaluation.answer_forms import asks_for_several
+from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute
 from kohaku_rag.evaluation.metrics import score_with
 from kohaku_rag.evaluation.normalise import canonical_list, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
@@ -79,6 +79,36 @@ def test_a_list_answer_is_written_and_scored_as_a_list() -> None:
 )
 def test_asks_for_several(text: str, flags: tuple[str, ...], several: bool) -> None:
     assert asks_for_several(Question("q", text, "GPU hours", flags=flags, flagged=bool(flags))) is several
+
+
+@pytest.mark.parametrize(
+    ("text", "computes"),
+    [
+        ("How many times more energy did the larger model use than the smaller one?", True),
+        ("By what factor did inference emissions exceed training emissions?", True),
+        ("What is the percentage reduction in energy from quantization?", True),
+        ("How much lower were the emissions in Quebec than in Iowa?", True),
+        ("What was the total energy used by the three training runs?", True),
+        ("If a data center uses 5 MW for a year, how much energy does it use?", True),
+        ("How much water would one million queries consume?", True),
+        ("What was the energy used to train the model?", False),
+        ("Which GPU was used for training?", False),
+        ("True or False: the total energy was more than 10 MWh.", False),
+        ("What were the emissions of GPT-3 and BLOOM, respectively?", False),  # several values, not one computed
+    ],
+)
+def test_asks_to_compute(text: str, computes: bool) -> None:
+    assert asks_to_compute(Question("q", text, "MWh")) is computes
+
+
+def test_compute_asked_writes_the_working_only_where_the_question_computes() -> None:
+    from kohaku_rag.answering.prompt import computes
+    from kohaku_rag.answering.qa_config import GenerationPart
+
+    ratio = Question("q", "By what factor did inference emissions exceed training emissions?", "ratio")
+    read = Question("q", "What was the energy used to train the model?", "MWh")
+    assert computes(ratio, GenerationPart(compute="asked")) and not computes(read, GenerationPart(compute="asked"))
+    assert computes(read, GenerationPart(compute="expression")) and not computes(ratio, GenerationPart())
 
 
 def test_the_2025_train_questions_ask_for_one_value() -> None:

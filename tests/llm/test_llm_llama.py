@@ -256,3 +256,33 @@ def test_a_true_false_verdict_continues_from_the_answers_kv_state() -> None:
     assert fresh.prompt_tokens_evaluated == total
     first, second = verdict_logodds(after_answer.top_logprobs), verdict_logodds(alone.top_logprobs)
     assert first is not None and second is not None and abs(first - second) < 0.05
+
+
+def test_a_support_check_continues_from_the_answers_kv_state_and_separates_stated_answers() -> None:
+    """The support check (abstain = "unsupported") opens like the answer prompt, so after the
+    answer call only the question and the proposed answer are evaluated; and the model's
+    Yes/No odds are higher for an answer the context states than for a number it borrows."""
+    from kohaku_rag.answering.prompt import answer_request
+    from kohaku_rag.answering.qa_config import GenerationPart
+    from kohaku_rag.answering.support_check import support_logodds, support_request
+    from kohaku_rag.evaluation.records import Answer, Question
+    from kohaku_rag.retrieval.context import ContextItem
+
+    text = " ".join(
+        f"Accelerator model {i} drew {300 + 10 * i} W during training in the reported runs." for i in range(12)
+    )
+    items = [ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, text)]
+    gen = GenerationPart(abstain="unsupported")
+    stated = Question("q1", "How much power did accelerator model 3 draw during training?", "W")
+    borrowed = Question("q2", "How much water did training accelerator model 3 consume?", "liters")
+    model = LlamaCppChat(bundled_model(), n_ctx=1024, n_threads=1)
+    odds = {}
+    for question, value in ((stated, "330"), (borrowed, "330")):
+        model.complete(answer_request(question, items, gen, seed=0))
+        check = support_request(question, items, Answer(value, value, question.answer_unit, ("gpu",), ""), gen)
+        before = model.prompt_tokens_evaluated
+        result = model.complete(check)
+        assert model.prompt_tokens_evaluated - before < model.prompt_tokens(check.messages) / 3
+        odds[question.id] = support_logodds(result.top_logprobs)
+    assert odds["q1"] is not None and odds["q2"] is not None
+    assert odds["q1"] > odds["q2"]

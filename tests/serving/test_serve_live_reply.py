@@ -47,6 +47,7 @@ def test_the_stream_carries_the_reply_as_the_model_writes_it(bundled_app) -> Non
     assert all(i > answering for i, _ in pieces)  # no planner here: the answer's reply only
     done = events[-1]
     assert done[0] == "done" and stages[-1] == "done"
+    assert stages[0] == "retrieving" and "planning" not in stages  # no planner, no planning stage
     streamed = json.loads("".join(text for _, text in pieces))
     (attempt,) = done[1]["raw"]  # what the answerer parsed is what was streamed
     assert streamed == json.loads(attempt["reply"])
@@ -76,6 +77,9 @@ def test_the_ask_page_shows_the_reply_while_it_is_written(bundled_app) -> None:
         partial = driver.find_element(By.ID, "live-reply").text
         wait.until(ec.visibility_of_element_located((By.ID, "answer")))
         assert not driver.find_element(By.ID, "live-reply").is_displayed()  # the card replaces it
+        # The progress list names what ran: no planner in this config, so no "planning" stage.
+        listed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#progress li")]
+        assert listed == ["retrieving", "answering", "done"], listed
         driver.find_element(By.CSS_SELECTOR, "#raw summary").click()
         raw = driver.find_element(By.ID, "raw-text").text
 

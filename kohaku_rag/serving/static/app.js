@@ -89,13 +89,14 @@ function setUrl(state) {
 
 function showError(message) { $("error").textContent = message; $("error").hidden = !message; }
 
+// A stage is listed once it happens: "queued" only when the question had to wait, "planning"
+// only when a planner or a follow-up's rewrite runs (the default config has no planner).
 function showStage(stage, info) {
   const list = $("progress");
-  if (!list.children.length) {  // "queued" shows only when the question had to wait
-    for (const s of STAGES.slice(1)) list.append(el("li", { textContent: s, dataset: { stage: s } }));
-  }
-  if (stage === "queued" && !list.querySelector("[data-stage=queued]")) {
-    list.prepend(el("li", { textContent: "queued", dataset: { stage: "queued" } }));
+  for (const s of new Set(["retrieving", "answering", "done", stage])) {
+    if (list.querySelector(`[data-stage=${s}]`)) continue;
+    const later = [...list.children].find((li) => STAGES.indexOf(li.dataset.stage) > STAGES.indexOf(s));
+    list.insertBefore(el("li", { textContent: s, dataset: { stage: s } }), later || null);
   }
   const at = STAGES.indexOf(stage);
   for (const li of list.children) {
@@ -145,7 +146,7 @@ async function ask(event) {
 async function follow(request) {
   $("ask").disabled = true;
   $("progress").replaceChildren();
-  showStage("planning");
+  showStage("retrieving");
   try {
     const result = await readEvents(await request());
     if (result) { remember(result); showAnswer(result); }
