@@ -49,7 +49,7 @@ class Stored:
 
 def load_member(lake: Lake, name: str) -> Stored:
     """A computed config's questions and its run 0 (an error naming it when not computed)."""
-    cfg = config_of(lake, name)
+    cfg = config_of(lake, name)  # a ValueError naming the folder when the file is not there
     keys = st.keys_for(lake, cfg)
     if st.missing_runs(lake, keys.prediction, 1):
         raise SystemExit(f"{name}: not computed yet (run `kohaku sweep` or `kohaku eval --config {name}` first)")
@@ -137,7 +137,12 @@ def main() -> None:
     sweep = sweep_of(lake, args.sweep)
 
     names = [m.name for m in expand(sweep)]
-    members = [load_member(lake, n) for n in names]
+    members = []
+    for name in names:
+        try:
+            members.append(load_member(lake, name))
+        except (SystemExit, ValueError) as exc:  # not computed (or written) yet: the others are shown
+            print(f"{name}: skipped ({exc})")
     base = next((m for m in members if m.name == args.baseline), None)
     if base is None:
         raise SystemExit(f"--baseline {args.baseline!r} is not a member of {args.sweep}: {', '.join(names)}")
