@@ -36,8 +36,9 @@ COMPUTES = ("off", "expression", "asked")
 ABSTAINS = ("off", "unfounded", "unsupported")
 CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
-# change, so predictions stored under the old wording are not reused as if current.
-ANSWER_FORMAT = 3
+# change, so predictions stored under the old wording are not reused as if current (4: a
+# bare number pair answering a range question is read as the range).
+ANSWER_FORMAT = 4
 # The question-type detector and routes (question_types.py) and the stage prompt rules
 # (stages.py) as of this number; hashed only by a config that routes or answers in two stages.
 STAGE_FORMAT = 1

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.answering.choose import COMPUTED, OTHER
+from kohaku_rag.evaluation.answer_forms import range_from_pair
 from kohaku_rag.evaluation.normalise import expand_stated_magnitude, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatResult
@@ -39,6 +40,7 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bo
     value = str(data.get("answer_value") or "")
     if chose and value in (OTHER, COMPUTED):
         value = words
+    value = range_from_pair(question, value)  # "0.8,3500" asked as a range is [0.8,3500]
     answer = Answer(
         answer=words,
         answer_value=expand_stated_magnitude(value, question.answer_unit, [words, explanation]),

@@ -13,6 +13,10 @@ combination of them: "how many times", "by what factor", "-fold", a ratio, a dif
 "how much more/less/higher/lower", a percentage change, a total or combined amount, an
 average over values, or a what-if ("if ... how much", "would ... consume"). The wording
 decides, never a file's Math flag, so the rule is the same for any question file.
+
+A question asking for a range ("what is the range of ...") is answered `[lo,hi]`; a reply
+that writes the two numbers bare ("0.8,3500") is read as that range, since no scorer reads
+a bare pair as one. A comma that groups thousands ("3,426") is left alone.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ _COMPUTES = re.compile(
     r"|\b(?:calculate|compute|estimate)\b",
     re.IGNORECASE,
 )
+_RANGE = re.compile(r"\brange\b", re.IGNORECASE)
+_NUM = r"-?\d+(?:\.\d+)?"
+_BARE_PAIR = re.compile(rf"^\s*({_NUM})\s*[,;]\s*({_NUM})\s*$")
+_THOUSANDS = re.compile(r"^\s*-?\d{1,3},\d{3}\s*$")
 _TRUE_FALSE = re.compile(r"^\s*true\s+or\s+false\b", re.IGNORECASE)
 
 
@@ -62,3 +70,16 @@ def asks_to_compute(question: Question) -> bool:
     docstring); never a true/false statement nor a question asking for several values."""
     text = question.question
     return _TRUE_FALSE.match(text) is None and not asks_for_several(question) and _COMPUTES.search(text) is not None
+
+
+def asks_for_range(question: Question) -> bool:
+    """The question asks for a range of values (never a true/false statement)."""
+    return _TRUE_FALSE.match(question.question) is None and _RANGE.search(question.question) is not None
+
+
+def range_from_pair(question: Question, value: str) -> str:
+    """A bare two-number reply to a range question as `[lo,hi]`; any other value unchanged."""
+    match = _BARE_PAIR.match(value)
+    if match is None or _THOUSANDS.match(value) or not asks_for_range(question):
+        return value
+    return f"[{match.group(1)},{match.group(2)}]"

@@ -9,7 +9,7 @@ import pytest
 from shared_data import WATTBOT
 
 from kohaku_rag.answering.answer import build_messages
-from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute
+from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute, range_from_pair
 from kohaku_rag.evaluation.metrics import score_with
 from kohaku_rag.evaluation.normalise import canonical_list, normalise_answer
 from kohaku_rag.evaluation.records import Answer, Question
@@ -109,6 +109,22 @@ def test_compute_asked_writes_the_working_only_where_the_question_computes() -> 
     read = Question("q", "What was the energy used to train the model?", "MWh")
     assert computes(ratio, GenerationPart(compute="asked")) and not computes(read, GenerationPart(compute="asked"))
     assert computes(read, GenerationPart(compute="expression")) and not computes(ratio, GenerationPart())
+
+
+def test_a_bare_number_pair_answering_a_range_question_is_that_range() -> None:
+    from kohaku_rag.answering.reply import parse_reply
+    from kohaku_rag.evaluation import wattbot2026
+
+    asked = Question("q", "What is the range of energy used to pre-train a model, in MWh?", "MWh")
+    plain = Question("q", "How much energy was used to pre-train the model?", "MWh")
+    assert range_from_pair(asked, "0.8,3500") == "[0.8,3500]"
+    assert range_from_pair(asked, "0.06, 3426") == "[0.06,3426]"
+    assert range_from_pair(asked, "3,426") == "3,426"  # a thousands comma is one number
+    assert range_from_pair(asked, "[0.8,3500]") == "[0.8,3500]" and range_from_pair(plain, "0.8,3500") == "0.8,3500"
+    reply = '{"answer": "0.8 to 3500 MWh", "answer_value": "0.8,3500", "ref_id": ["a"], "is_blank": false}'
+    answer = parse_reply(reply, asked, ["a"])
+    gold = Question("q", asked.question, "MWh", gold=Answer("0.8-3500", "[0.8,3500]", "MWh", ("a",), ""))
+    assert wattbot2026.components(gold, answer).value == 1.0  # read as a bare pair it scored 0
 
 
 def test_the_2025_train_questions_ask_for_one_value() -> None:
