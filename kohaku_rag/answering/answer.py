@@ -312,8 +312,9 @@ def answer_runs(
         pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:
             break
-    if is_true_false(question) and cfg.generation.true_false_verdict == "probability":
-        _decide_true_false(chat, question, cfg.generation, runs)
+    if is_true_false(question):  # a statement's verdict, never a support check of "1"/"0"
+        if cfg.generation.true_false_verdict == "probability":
+            _decide_true_false(chat, question, cfg.generation, runs)
     elif cfg.generation.abstain == "unsupported":
         _check_support(chat, question, cfg.generation, runs)
     out = []
