@@ -126,7 +126,7 @@ def main() -> None:
             diff = paired_bootstrap(list(row), list(base))
             rows.append(
                 {
-                    "margin": "none" if m == NONE else f"{m:+.2f}",
+                    "margin": "none" if m == NONE else f"{m:+.3f}",
                     "blanked": sum(now[q].is_blank for q in now) - sum(answers[q].is_blank for q in answers),
                     "false answers": sum(not now[q].is_blank for q in unanswerable if q in now),
                     "false refusals": sum(now[q].is_blank for q in now if q not in unanswerable),
