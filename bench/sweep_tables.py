@@ -64,6 +64,11 @@ def totals(metric: str, questions: Sequence[Question], answers: Mapping[str, Ans
     return [by_id[q.id] for q in questions]
 
 
+def short(name: str) -> str:
+    """A member's name without its sweep's prefix ("levers--cite-reply" -> "cite-reply")."""
+    return name.split("--", 1)[1] if "--" in name else name
+
+
 def mean_ci(xs: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
     """The mean and its 95% percentile-bootstrap interval."""
     arr = np.asarray(xs, dtype=float)
@@ -90,7 +95,7 @@ def member_row(member: Stored, base: Stored, ids: set[str], metric: str) -> dict
     seconds = [member.preds[q.id].seconds for q in qs if q.id in member.preds]
     same = sum(member.preds[q.id].answer == base.preds[q.id].answer for q in qs)
     return {
-        "member": member.name,
+        "member": short(member.name),
         "n": len(qs),
         "final": f"{final:.3f} [{low:.3f}, {high:.3f}]",
         "diff": "—" if member is base else f"{diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
@@ -108,7 +113,7 @@ def flag_rows(members: Sequence[Stored]) -> list[dict[str, object]]:
     rows = []
     for m in members:
         report = score_with("wattbot2026", m.questions, {q: p.answer for q, p in m.preds.items()})
-        row: dict[str, object] = {"member": m.name}
+        row: dict[str, object] = {"member": short(m.name)}
         for flag, rate in sorted(report.per_flag.items()):
             row[flag] = f"{rate.wrong}/{rate.n}"
         rows.append(row)
