@@ -30,10 +30,11 @@ import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from kohaku_rag.answering import store as st  # noqa: E402
+from kohaku_rag.answering.qa_config_file import config_to_mapping  # noqa: E402
 from kohaku_rag.experiments.sweep import Member, Sweep, expand  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 
-__all__ = ["Report", "build_report", "render_html", "render_markdown", "report_dir", "sweep_rows"]
+__all__ = ["Report", "build_report", "render_html", "render_markdown", "report_dir", "sweep_rows", "swept_value"]
 
 COLUMNS = (
     "config",
@@ -102,8 +103,18 @@ def sweep_rows(lake: Lake, members: Sequence[str]) -> list[dict[str, Any]]:
         con.close()
 
 
-def _value(member: Member, key: str) -> Any:
-    return dict(member.overrides).get(key)
+def swept_value(member: Member, key: str) -> Any:
+    """The member's value of a swept key: its override, else what its config holds (a
+    member of a list of variants leaves the other variants' keys at the base's values)."""
+    overrides = dict(member.overrides)
+    if key in overrides:
+        return overrides[key]
+    node: Any = config_to_mapping(member.config)
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _label(value: Any) -> str:
@@ -115,16 +126,16 @@ def _plot_key(
 ) -> Path:
     """Score vs `key`: single-run mean ± sd per value (one line per combination of the other
     keys), the voted ensemble as crosses."""
-    values = list(dict.fromkeys(_label(_value(m, key)) for m in members))
+    values = list(dict.fromkeys(_label(swept_value(m, key)) for m in members))
     others = [k for k in keys if k != key]
     fig, ax = plt.subplots(figsize=(5.5, 3.6), dpi=90)
     lines: dict[str, list[Member]] = {}
     for m in members:
         lines.setdefault(
-            ", ".join(f"{k.rsplit('.', 1)[-1]}={_label(_value(m, k))}" for k in others) or "all", []
+            ", ".join(f"{k.rsplit('.', 1)[-1]}={_label(swept_value(m, k))}" for k in others) or "all", []
         ).append(m)
     for n, (label, group) in enumerate(lines.items()):
-        pts = [(values.index(_label(_value(m, key))), rows[m.name]) for m in group if m.name in rows]
+        pts = [(values.index(_label(swept_value(m, key))), rows[m.name]) for m in group if m.name in rows]
         if not pts:
             continue
         x = [p[0] + 0.04 * n for p in pts]  # a small offset keeps overlapping error bars apart
@@ -240,7 +251,7 @@ def table(report: Report) -> tuple[list[str], list[list[str]]]:
         tokens = (r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)
         cost = [str(r.get("llm_calls_made", "")), str(r.get("llm_cache_hits", "")), str(tokens)]
         lines.append(
-            [m.name, *(_label(_value(m, k)) for k in report.keys), _num(r["final"]),
+            [m.name, *(_label(swept_value(m, k)) for k in report.keys), _num(r["final"]),
              str(r.get("metric") or "wattbot2025"), " / ".join(_num(r.get(k)) for k in ("value", "ref", "na")),
              f"{_num(r.get('ref_precision'))} / {_num(r.get('ref_recall'))}",
              f"{_num(r.get('false_answer_rate'))} / {_num(r.get('false_refusal_rate'))}",

@@ -93,6 +93,12 @@ def test_variants_and_inline_base(tmp_path, monkeypatch):
     assert [m.name for m in members] == ["abl--rerank-score", "abl--rerank-combined--dense_kinds-sentence_paragraph"]
     assert members[1].config.retrieval.search.dense_kinds == ("sentence", "paragraph")
     assert members[0].config.questions == str((tmp_path / "q.csv").resolve())
+    # A key the member leaves alone reads as the base's value in the report, not as null.
+    from kohaku_rag.experiments.report import swept_value
+
+    assert load_sweep(lake, _write(lake, "abl", text)).keys == ("retrieval.rerank", "retrieval.dense_kinds")
+    assert swept_value(members[0], "retrieval.dense_kinds") == members[0].config.retrieval.search.dense_kinds
+    assert swept_value(members[1], "retrieval.dense_kinds") == ["sentence", "paragraph"]
 
 
 @pytest.mark.parametrize(
