@@ -23,25 +23,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kohaku_rag.evaluation.records import FLAG_COLUMNS  # noqa: E402
+from kohaku_rag.evaluation.wattbot_csv import WATTBOT_COLUMNS  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
 FILES = ("train_QA.csv", "dev_QA.csv")
-COLUMNS = (
-    "id",
-    "question",
-    "answer",
-    "answer_value",
-    "answer_unit",
-    "ref_id",
-    "ref_url",
-    "supporting_materials",
-    "explanation",
-    "Quote",
-    "Table",
-    "Figure",
-    "Math",
-    "is_NA",
-)
 # The members, cheapest first: most of their prompts are the default's (cached).
 SWEEP = """\
 # Issue 34: every answer lever against the default, on train + dev (133 questions), one run each.
@@ -74,13 +63,19 @@ SUPPORT = "levers--abstain-unsupported--abstain_margin-100.0"
 
 
 def write_questions(wattbot: Path, out: Path) -> None:
+    """The files' rows in one file: the WattBot columns, then the flag columns any file has."""
+    files = {}
+    for name in FILES:
+        with (wattbot / name).open(newline="", encoding="utf-8-sig") as f:
+            files[name] = list(csv.DictReader(f))
+    present = {c for rows in files.values() for c in (rows[0] if rows else {})}
+    columns = [*WATTBOT_COLUMNS, *(c for c in FLAG_COLUMNS if c in present)]
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
-        for name in FILES:
-            with (wattbot / name).open(newline="", encoding="utf-8-sig") as g:
-                writer.writerows({c: row.get(c, "") for c in COLUMNS} for row in csv.DictReader(g))
+        for rows in files.values():
+            writer.writerows({c: row.get(c, "") for c in columns} for row in rows)
 
 
 def main() -> None:
