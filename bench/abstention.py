@@ -29,11 +29,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sweep_tables import load_member, mean_ci, set_ids, table, totals  # noqa: E402
+from sweep_tables import load_member, set_ids, table, totals  # noqa: E402
 
 from kohaku_rag.evaluation.normalise import is_blank_value  # noqa: E402
 from kohaku_rag.evaluation.records import Answer, Question  # noqa: E402
-from kohaku_rag.evaluation.run_stats import paired_bootstrap  # noqa: E402
+from kohaku_rag.evaluation.run_stats import bootstrap_mean, paired_bootstrap  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,16 +51,9 @@ def blanked(
     return out
 
 
-def margin_scores(
-    metric: str,
-    questions: Sequence[Question],
-    answers: Mapping[str, Answer],
-    logodds: Mapping[str, float | None],
-    margins: Sequence[float],
-) -> np.ndarray:
-    """[margin, question] totals."""
-    units = {q.id: q.answer_unit for q in questions}
-    return np.array([totals(metric, questions, blanked(answers, logodds, m, units)) for m in margins])
+def margin_scores(metric: str, questions: Sequence[Question], variants: Sequence[Mapping[str, Answer]]) -> np.ndarray:
+    """[margin, question] totals: one row per margin's answers."""
+    return np.array([totals(metric, questions, answers) for answers in variants])
 
 
 def candidate_margins(logodds: Mapping[str, float | None]) -> list[float]:
@@ -116,20 +109,27 @@ def main() -> None:
             print(f"  {label:<13} log-odds min/25/50/75/max: " + " / ".join(f"{v:+.2f}" for v in q))
 
     margins = candidate_margins(logodds)
+    units = {q.id: q.answer_unit for q in questions}
+    variants = [blanked(answers, logodds, m, units) for m in margins]  # each margin's answers, made once
+    already = sum(a.is_blank for a in answers.values())
+    counts = [
+        {
+            "margin": "none" if m == NONE else f"{m:+.3f}",
+            "blanked": sum(a.is_blank for a in now.values()) - already,
+            "false answers": sum(not now[q].is_blank for q in unanswerable if q in now),
+            "false refusals": sum(now[q].is_blank for q in now if q not in unanswerable),
+        }
+        for m, now in zip(margins, variants, strict=True)
+    ]
     for metric in dict.fromkeys([args.metric, "wattbot2025", "wattbot2026"]):
-        scores = margin_scores(metric, questions, answers, logodds, margins)
+        scores = margin_scores(metric, questions, variants)
         base = scores[0]
         rows = []
-        units = {q.id: q.answer_unit for q in questions}
-        for m, row in zip(margins, scores, strict=True):
-            now = blanked(answers, logodds, m, units)
+        for count, row in zip(counts, scores, strict=True):
             diff = paired_bootstrap(list(row), list(base))
             rows.append(
                 {
-                    "margin": "none" if m == NONE else f"{m:+.3f}",
-                    "blanked": sum(now[q].is_blank for q in now) - sum(answers[q].is_blank for q in answers),
-                    "false answers": sum(not now[q].is_blank for q in unanswerable if q in now),
-                    "false refusals": sum(now[q].is_blank for q in now if q not in unanswerable),
+                    **count,
                     "final": f"{row.mean():.3f}",
                     "vs none": f"{diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
                 }
@@ -144,7 +144,8 @@ def main() -> None:
         for name, ids in set_ids(args.wattbot, args.sets.split(",")).items():
             cols = [index[q] for q in ids if q in index]
             d = paired_bootstrap(list(held_out[cols]), list(base[cols]))
-            mean, low, high = mean_ci(list(held_out[cols]))
+            held = bootstrap_mean(list(held_out[cols]))
+            mean, low, high = held.diff, held.low, held.high
             print(
                 f"  {name:<6} n={len(cols):>3}  final {mean:.3f} [{low:.3f}, {high:.3f}]  vs none {d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
             )

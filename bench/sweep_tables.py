@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kohaku_rag.answering import store as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
-from kohaku_rag.evaluation.metrics import score_with  # noqa: E402
+from kohaku_rag.evaluation.metrics import MetricReport, score_with  # noqa: E402
 from kohaku_rag.evaluation.records import Answer, Question  # noqa: E402
-from kohaku_rag.evaluation.run_stats import paired_bootstrap  # noqa: E402
+from kohaku_rag.evaluation.run_stats import bootstrap_mean, paired_bootstrap  # noqa: E402
 from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
@@ -57,25 +57,20 @@ def load_member(lake: Lake, name: str) -> Stored:
     return Stored(name, tuple(load_questions(cfg.questions)), {p.question_id: p for p in run})
 
 
-def totals(metric: str, questions: Sequence[Question], answers: Mapping[str, Answer]) -> list[float]:
-    """Each question's total under `metric`, in question order."""
-    report = score_with(metric, questions, answers)
+def in_order(report: MetricReport, questions: Sequence[Question]) -> list[float]:
+    """Each question's total in the report, in question order."""
     by_id = {r.id: r.total for r in report.rows}
     return [by_id[q.id] for q in questions]
+
+
+def totals(metric: str, questions: Sequence[Question], answers: Mapping[str, Answer]) -> list[float]:
+    """Each question's total under `metric`, in question order."""
+    return in_order(score_with(metric, questions, answers), questions)
 
 
 def short(name: str) -> str:
     """A member's name without its sweep's prefix ("levers--cite-reply" -> "cite-reply")."""
     return name.split("--", 1)[1] if "--" in name else name
-
-
-def mean_ci(xs: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """The mean and its 95% percentile-bootstrap interval."""
-    arr = np.asarray(xs, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, len(arr), size=(resamples, len(arr)))].mean(axis=1)
-    low, high = np.quantile(means, [0.025, 0.975])
-    return float(arr.mean()), float(low), float(high)
 
 
 def set_ids(wattbot: Path, files: Sequence[str]) -> dict[str, set[str]]:
@@ -87,10 +82,11 @@ def set_ids(wattbot: Path, files: Sequence[str]) -> dict[str, set[str]]:
 
 def member_row(member: Stored, base: Stored, ids: set[str], metric: str) -> dict[str, object]:
     qs = [q for q in member.questions if q.id in ids]
-    mine = totals(metric, qs, {q: p.answer for q, p in member.preds.items()})
-    theirs = totals(metric, qs, {q: p.answer for q, p in base.preds.items()})
     report = score_with(metric, qs, {q: p.answer for q, p in member.preds.items()})
-    final, low, high = mean_ci(mine)
+    mine = in_order(report, qs)
+    theirs = totals(metric, qs, {q: p.answer for q, p in base.preds.items()})
+    mean = bootstrap_mean(mine)
+    final, low, high = mean.diff, mean.low, mean.high
     diff = paired_bootstrap(mine, theirs)
     seconds = [member.preds[q.id].seconds for q in qs if q.id in member.preds]
     same = sum(member.preds[q.id].answer == base.preds[q.id].answer for q in qs)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,7 @@ from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_lo
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.evaluation.vote import vote
-from kohaku_rag.llm import ChatModel, ChatResult, ContextOverflowError
+from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError
 from kohaku_rag.llm.base import UnusableReply
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -190,38 +190,49 @@ def _count(run: _Run, res: ChatResult) -> None:
     run.seconds += res.seconds
 
 
+def _answered_groups(runs: Sequence[_Run], key: Callable[[_Run], Hashable]) -> list[list[_Run]]:
+    """The answered runs (not blank, not failed), grouped by `key`: one check per group."""
+    groups: dict[Hashable, list[_Run]] = {}
+    for run in runs:
+        if run.answer is not None and not run.answer.is_blank and not run.error:
+            groups.setdefault(key(run), []).append(run)
+    return list(groups.values())
+
+
+def _one_word(
+    chat: ChatModel, question: Question, group: Sequence[_Run], req: ChatRequest, kind: str, unavailable: str
+) -> ChatResult | None:
+    """Ask a one-word probability check once for a group of runs (counted and logged on the
+    first). None when it gave no probabilities: a failed endpoint marks the runs failed (asked
+    again next time); a server without logprobs leaves the answers as they are and the log
+    says `unavailable` (what stands, what to set)."""
+    try:
+        res = chat.complete(req)
+    except RetriesExhausted as exc:
+        for run in group:
+            run.error = f"{type(exc).__name__}: {exc}"
+        return None
+    except BackendError as exc:
+        log.warning("%s: no %s (%s); %s", question.id, kind, exc, unavailable)
+        return None
+    first = group[0]
+    _count(first, res)
+    reply = " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5])
+    first.log.append(
+        {"attempt": first.attempts, "kind": kind, "k": len(first.items), "prompt": prompt_text(req), "reply": reply}
+    )
+    return res
+
+
 def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart, runs: Sequence[_Run]) -> None:
     """Replace each answered run's 1/0 by the probability verdict on the context it read
     (one call per distinct context, counted on the first run that read it)."""
-    by_context: dict[tuple[str, ...], list[_Run]] = {}
-    for run in runs:
-        if run.answer is not None and not run.answer.is_blank and not run.error:
-            by_context.setdefault(tuple(i.node_id for i in run.items), []).append(run)
-    for group in by_context.values():
-        try:
-            res = chat.complete(verdict_request(question, group[0].items, gen))
-        except RetriesExhausted as exc:  # the endpoint is down: a failure, asked again next time
-            for run in group:
-                run.error = f"{type(exc).__name__}: {exc}"
+    for group in _answered_groups(runs, lambda run: tuple(i.node_id for i in run.items)):
+        req = verdict_request(question, group[0].items, gen)
+        unavailable = 'the reply\'s own stands. A server without logprobs needs true_false_verdict = "reply"'
+        res = _one_word(chat, question, group, req, "verdict", unavailable)
+        if res is None:
             continue
-        except BackendError as exc:  # the reply's own verdict stands
-            log.warning(
-                "%s: no probability verdict (%s); the reply's own stands. A server without "
-                'logprobs needs true_false_verdict = "reply"',
-                question.id,
-                exc,
-            )
-            continue
-        _count(group[0], res)
-        group[0].log.append(
-            {
-                "attempt": group[0].attempts,
-                "kind": "verdict",
-                "k": len(group[0].items),
-                "prompt": prompt_text(verdict_request(question, group[0].items, gen)),
-                "reply": " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5]),
-            }
-        )
         logodds = verdict_logodds(res.top_logprobs)
         for run in group:
             assert run.answer is not None
@@ -229,42 +240,22 @@ def _decide_true_false(chat: ChatModel, question: Question, gen: GenerationPart,
             run.answer = apply_verdict(run.answer, logodds, gen.true_false_margin)
 
 
+def _context_and_value(run: _Run) -> Hashable:
+    return tuple(i.node_id for i in run.items), run.answer.answer_value if run.answer is not None else ""
+
+
 def _check_support(chat: ChatModel, question: Question, gen: GenerationPart, runs: Sequence[_Run]) -> None:
     """Blank each answered run whose answer the context does not state, by the model's
     probabilities (support_check.py; one call per distinct context and answer, counted on
     the first run that gave it). A true/false statement has its own verdict."""
-    groups: dict[tuple[tuple[str, ...], str], list[_Run]] = {}
-    for run in runs:
-        if run.answer is not None and not run.answer.is_blank and not run.error:
-            groups.setdefault((tuple(i.node_id for i in run.items), run.answer.answer_value), []).append(run)
-    for group in groups.values():
+    for group in _answered_groups(runs, _context_and_value):
         first = group[0]
         assert first.answer is not None
         req = support_request(question, first.items, first.answer, gen)
-        try:
-            res = chat.complete(req)
-        except RetriesExhausted as exc:  # the endpoint is down: a failure, asked again next time
-            for run in group:
-                run.error = f"{type(exc).__name__}: {exc}"
+        unavailable = 'the answer stands. A server without logprobs needs abstain = "off"'
+        res = _one_word(chat, question, group, req, "support", unavailable)
+        if res is None:
             continue
-        except BackendError as exc:  # no probabilities: the answer stands
-            log.warning(
-                '%s: no support check (%s); the answer stands. A server without logprobs needs abstain = "off"',
-                question.id,
-                exc,
-            )
-            continue
-        _count(first, res)
-        reply = " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5])
-        first.log.append(
-            {
-                "attempt": first.attempts,
-                "kind": "support",
-                "k": len(first.items),
-                "prompt": prompt_text(req),
-                "reply": reply,
-            }
-        )
         logodds = support_logodds(res.top_logprobs)
         for run in group:
             assert run.answer is not None

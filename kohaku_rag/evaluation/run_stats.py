@@ -20,6 +20,7 @@ from kohaku_rag.evaluation.vote import vote
 
 __all__ = [
     "Comparison",
+    "bootstrap_mean",
     "ensemble_curve",
     "mean_sd",
     "paired_bootstrap",
@@ -117,6 +118,21 @@ class Comparison:
         return self.low > 0.0 or self.high < 0.0
 
 
+def bootstrap_mean(
+    values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> Comparison:
+    """Percentile bootstrap over questions of mean(values): `diff` is the mean (of the
+    differences, when `values` are paired differences) and low/high its interval."""
+    if not len(values):
+        return Comparison(math.nan, math.nan, math.nan, 0, confidence)
+    arr = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = arr[rng.integers(0, len(arr), size=(resamples, len(arr)))].mean(axis=1)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return Comparison(float(arr.mean()), float(low), float(high), len(arr), confidence)
+
+
 def paired_bootstrap(
     a: Sequence[float], b: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> Comparison:
@@ -124,11 +140,5 @@ def paired_bootstrap(
     question (resampling pairs keeps what the two configs share per question)."""
     if len(a) != len(b):
         raise ValueError(f"paired scores differ in length: {len(a)} and {len(b)}")
-    if not a:
-        return Comparison(math.nan, math.nan, math.nan, 0, confidence)
     diffs = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = diffs[rng.integers(0, len(diffs), size=(resamples, len(diffs)))].mean(axis=1)
-    tail = (1.0 - confidence) / 2.0
-    low, high = np.quantile(means, [tail, 1.0 - tail])
-    return Comparison(float(diffs.mean()), float(low), float(high), len(diffs), confidence)
+    return bootstrap_mean(list(diffs), resamples=resamples, confidence=confidence, seed=seed)
