@@ -142,7 +142,7 @@ def main() -> None:
         index = {q.id: i for i, q in enumerate(questions)}
         print(f"\n{metric}, leave-one-out margin against no abstention:")
         for name, ids in set_ids(args.wattbot, args.sets.split(",")).items():
-            cols = [index[q] for q in ids if q in index]
+            cols = sorted(index[q] for q in ids if q in index)  # question order: the same resamples every run
             d = paired_bootstrap(list(held_out[cols]), list(base[cols]))
             held = bootstrap_mean(list(held_out[cols]))
             mean, low, high = held.diff, held.low, held.high
