@@ -14,6 +14,15 @@ from enum import StrEnum
 
 import pyarrow as pa
 
+from kohaku_rag.table_record import (
+    TABLE_TYPE,
+    TableRecord,
+    record_from_arrow,
+    record_to_arrow,
+    row_sentence,
+    table_text,
+)
+
 
 class NodeKind(StrEnum):
     DOCUMENT = "document"
@@ -62,6 +71,9 @@ class Node:
     # A PDF sentence's line boxes, for the page highlight: layout kept in the tree table
     # only (the vector store does not hold it), so it is not part of a node's identity.
     rects: tuple[Rect, ...] = field(default=(), compare=False)
+    # A table paragraph's structure (its rows are its sentences, after the caption's):
+    # kept in the tree table only, like `rects`.
+    table: TableRecord | None = field(default=None, compare=False)
 
     @property
     def length(self) -> int:
@@ -82,6 +94,7 @@ class ParsedParagraph:
     attachment: Attachment = Attachment.TEXT
     image: bytes | None = None
     lines: tuple[TextLine, ...] = ()  # the PDF lines the text was merged from, in order
+    table: TableRecord | None = None  # a table's caption, columns and rows, when aligned
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,7 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
         j = 0
         sid = section_id(doc_id, i + 1)
         for para in sec.paragraphs:
-            text = para.text.strip()
+            text = (table_text(para.table) if para.table is not None else para.text).strip()
             if not text and para.image is None:
                 continue
             j += 1
@@ -145,8 +158,12 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
                     bbox=para.bbox,
                     attachment=para.attachment,
                     media_hash=media_hash(para.image) if para.image is not None else None,
+                    table=para.table,
                 )
             )
+            if para.table is not None:
+                body.extend(table_sentences(doc_id, i + 1, j, para))
+                continue
             sentences = [para.text.strip()] if para.attachment is Attachment.TABLE else split_sentences(text)
             spans = sentence_spans(text, [s.strip() for s in sentences if s.strip()])
             for k, (sent, span) in enumerate(zip((s for s in sentences if s.strip()), spans, strict=True), start=1):
@@ -195,6 +212,40 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
         nodes.append(sec_node)
         nodes.extend(body)
     return nodes
+
+
+def table_sentences(doc_id: str, i: int, j: int, para: ParsedParagraph) -> list[Node]:
+    """A table's sentence-level nodes: its caption, then one node per row whose text names
+    the table and the columns (table_record.row_sentence), each with its row's box."""
+    assert para.table is not None
+    table = para.table
+    whole: tuple[Rect, ...] = ((para.page, *para.bbox),) if para.page is not None and para.bbox is not None else ()
+    caption_rects = tuple(
+        (ln.page, *ln.bbox) for ln in para.lines if ln.text.strip() and ln.text.strip() in table.caption
+    )
+    texts: list[tuple[str, tuple[Rect, ...]]] = []
+    if table.caption:
+        texts.append((table.caption, caption_rects or whole))
+    for row in table.rows:
+        rect = ((para.page, *row.bbox),) if para.page is not None and row.bbox is not None else whole
+        texts.append((row_sentence(table, row), rect))
+    pid = paragraph_id(doc_id, i, j)
+    return [
+        Node(
+            node_id=sentence_id(doc_id, i, j, k),
+            doc_id=doc_id,
+            parent_id=pid,
+            kind=NodeKind.SENTENCE,
+            ordinal=k,
+            title="",
+            text=text,
+            page=para.page,
+            bbox=None,
+            attachment=Attachment.TABLE,
+            rects=rects,
+        )
+        for k, (text, rects) in enumerate(texts, start=1)
+    ]
 
 
 def sentence_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
@@ -266,6 +317,8 @@ TREE_SCHEMA = pa.schema(
         pa.field("length", pa.int32(), nullable=False),
         # (page, x0, y0, x1, y1) per line a PDF sentence covers; empty for other nodes
         pa.field("rects", pa.list_(pa.list_(pa.float32(), 5))),
+        # a table paragraph's caption, columns, rows and cell boxes (table_record.py)
+        pa.field("table", TABLE_TYPE),
     ]
 )
 
@@ -286,6 +339,7 @@ def nodes_to_table(nodes: Iterable[Node]) -> pa.Table:
             "media_hash": n.media_hash,
             "length": n.length,
             "rects": [list(r) for r in n.rects],
+            "table": record_to_arrow(n.table) if n.table is not None else None,
         }
         for n in nodes
     ]
@@ -307,6 +361,7 @@ def table_to_nodes(table: pa.Table) -> list[Node]:
             attachment=Attachment(r["attachment"]),
             media_hash=r["media_hash"],
             rects=tuple((int(q[0]), q[1], q[2], q[3], q[4]) for q in r.get("rects") or ()),
+            table=record_from_arrow(r.get("table"), r["page"], tuple(r["bbox"]) if r["bbox"] is not None else None),
         )
         for r in table.to_pylist()
     ]

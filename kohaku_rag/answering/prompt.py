@@ -58,14 +58,25 @@ def marked_text(item: ContextItem) -> str:
     return text
 
 
+def table_block(item: ContextItem) -> str:
+    """A table as the model reads it: its caption, then one record per row, each on its own
+    line (parse/table_record.py), so no cell has to be aligned with a header by counting."""
+    lines = [" ".join(ln.split()) for ln in item.text.split("\n") if ln.strip()]
+    return "\n".join([lines[0], *(f"  {ln}" for ln in lines[1:])]) if lines else ""
+
+
 def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
+    # Tables stay in rank order among the text passages, their rows on separate lines.
     text = [
-        f"[ref_id={i.doc_id}] {snippet_source(i, titles)}{marked_text(i)}" for i in items if i.attachment not in MEDIA
+        f"[ref_id={i.doc_id}] {snippet_source(i, titles)}"
+        + (f"(table, page {i.page}) {table_block(i)}" if i.attachment == "table" else marked_text(i))
+        for i in items
+        if i.attachment not in MEDIA or i.attachment == "table"
     ]
     media = [
         f"[ref_id={i.doc_id}] {snippet_source(i, titles)}({i.attachment}, page {i.page}) {marked_text(i)}"
         for i in items
-        if i.attachment in MEDIA
+        if i.attachment in MEDIA and i.attachment != "table"
     ]
     parts = ["Context:", *text] if text else ["Context: (none)"]
     if media:

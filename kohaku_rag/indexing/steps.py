@@ -32,7 +32,7 @@ from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.
-PARSER_VERSION = "5"  # 5: PDF sentences keep their line rectangles (page highlights)
+PARSER_VERSION = "6"  # 6: tables as records (caption, columns, rows), each row a sentence node
 EMBED_VERSION = "1"
 
 # Asset (= lake table) names, shared by the library and the Dagster layer.

@@ -19,6 +19,8 @@ from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse import limits
 from kohaku_rag.parse.pdf_layout import merge_lines_text
 from kohaku_rag.parse.sentences import split_sentences
+from kohaku_rag.parse.text_tables import split_tables
+from kohaku_rag.table_record import TableRecord, TableRow, table_text
 from kohaku_rag.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
 
 # KohakuRAG's pdf_utils writes these for every embedded image; they carry no content.
@@ -153,12 +155,35 @@ def _payload_section(section: dict, index: int) -> ParsedSection:
         if pmeta.get("attachment_type") == "image" and IMAGE_PLACEHOLDER.match(para.get("text", "")):
             continue
         texts.append(str(para.get("text") or ""))
-    paragraphs = paragraphs_from_lines("\n\n".join(texts))
     return ParsedSection(
         title=str(section.get("title") or f"Page {page}"),
         page=page,
-        paragraphs=[ParsedParagraph(text=p, page=page) for p in paragraphs],
+        paragraphs=paragraphs_with_tables("\n\n".join(texts), page),
     )
+
+
+def paragraphs_with_tables(text: str, page: int | None = None) -> list[ParsedParagraph]:
+    """The text's paragraphs, its tables taken out of the running text first
+    (text_tables.py): an aligned table becomes a table paragraph holding its record, one
+    that cannot be aligned a table paragraph of its plain lines."""
+    lines = [ln for ln in text.splitlines() if not IMAGE_PLACEHOLDER.match(ln)]
+    out: list[ParsedParagraph] = []
+    cursor = 0
+    for table in split_tables(lines, page):
+        out += [
+            ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines("\n".join(lines[cursor : table.start]))
+        ]
+        if table.record is not None:
+            out.append(
+                ParsedParagraph(
+                    text=table_text(table.record), page=page, attachment=Attachment.TABLE, table=table.record
+                )
+            )
+        else:
+            out.append(ParsedParagraph(text=table.text(), page=page, attachment=Attachment.TABLE))
+        cursor = table.end
+    out += [ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines("\n".join(lines[cursor:]))]
+    return out
 
 
 def _as_int(value: object) -> int | None:
@@ -206,18 +231,34 @@ def _markdown_paragraphs(lines: list[str]) -> Iterator[ParsedParagraph]:
         if not block:
             continue
         if all(ln.strip().startswith("|") for ln in block):
-            rows = [ln for ln in block if not _MD_TABLE_RULE.match(ln)]
-            cells = [" | ".join(c.strip() for c in ln.strip().strip("|").split("|")) for ln in rows]
-            yield ParsedParagraph(text="\n".join(cells), attachment=Attachment.TABLE)
+            yield _markdown_table(block)
         else:
             for piece in _split_long(join_lines(block), MAX_PARAGRAPH_CHARS):
                 yield ParsedParagraph(text=piece)
         block = []
 
 
+def _markdown_table(block: list[str]) -> ParsedParagraph:
+    """A pipe table: its first row names the columns (the first column's name is the row
+    labels'); a table whose rows do not all have the header's width is kept as its lines."""
+    rows = [ln for ln in block if not _MD_TABLE_RULE.match(ln)]
+    cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in rows]
+    if len(cells) >= 2 and len(cells[0]) >= 2 and all(len(r) == len(cells[0]) for r in cells):
+        header, body = cells[0], cells[1:]
+        record = TableRecord(
+            label="",
+            caption="",
+            label_header=header[0],
+            columns=tuple(header[1:]),
+            rows=tuple(TableRow(label=r[0], cells=tuple(r[1:])) for r in body),
+        )
+        return ParsedParagraph(text=table_text(record), attachment=Attachment.TABLE, table=record)
+    return ParsedParagraph(text="\n".join(" | ".join(r) for r in cells), attachment=Attachment.TABLE)
+
+
 def parse_text(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
     text = _read_text(path)
-    paragraphs = [ParsedParagraph(text=p) for p in paragraphs_from_lines(text)]
+    paragraphs = paragraphs_with_tables(text)
     doc_title = title or next((ln.strip() for ln in text.splitlines() if ln.strip()), doc_id)[:200]
     return _checked(
         path,

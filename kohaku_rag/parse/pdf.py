@@ -48,7 +48,7 @@ from kohaku_rag.parse.pdf_layout import (
 )
 from kohaku_rag.parse.pdf_page_items import PdfFloat, PdfPage, union_bbox
 from kohaku_rag.parse.pdf_paragraphs import paper_sections, slide_sections
-from kohaku_rag.parse.pdf_tables import find_page_tables, page_words
+from kohaku_rag.parse.pdf_tables import find_page_tables, page_words, table_record
 from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, TextLine
 
 # is_references is part of this module's API (the indexing steps import it from here).
@@ -217,7 +217,10 @@ def _attach_floats(page: pymupdf.Page, pg: PdfPage, path: Path) -> None:
         # the caption's lines and each row as the paragraph's lines: a citation of the table
         # highlights its caption and the row that states the value (serving/documents.py)
         rows = [TextLine(pg.number, box, " | ".join(row)) for row, box in zip(tab.rows, tab.row_boxes, strict=True)]
-        table = ParsedParagraph(text, pg.number, tab.bbox, Attachment.TABLE, lines=(*caption_lines, *rows))
+        record = table_record(tab, caption, pg.number)
+        table = ParsedParagraph(
+            text, pg.number, tab.bbox, Attachment.TABLE, lines=(*caption_lines, *rows), table=record
+        )
         pg.floats.append(PdfFloat(bbox, table))
         consumed.update(ln for ln in pg.lines if _inside(ln.bbox, tab.bbox))
     for fig in figures:

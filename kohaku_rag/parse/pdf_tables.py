@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pymupdf
 
 from kohaku_rag.parse.pdf_layout import TEXT_FLAGS, Line
+from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, caption_label
 from kohaku_rag.tree import BBox
 
 Word = tuple[float, float, float, float, str]
@@ -33,6 +34,8 @@ class FoundTable:
     rows: tuple[tuple[str, ...], ...]
     # Each printed row's box, the table's width wide (a cited row is highlighted on its page).
     row_boxes: tuple[BBox, ...] = ()
+    # Each column's (x0, x1) on the page: with a row's box, where a cell is.
+    col_spans: tuple[tuple[float, float], ...] = ()
 
     def text(self) -> str:
         return "\n".join(" | ".join(row) for row in self.rows)
@@ -129,7 +132,7 @@ def find_page_tables(page: pymupdf.Page, lines: Sequence[Line], words: Sequence[
         header = tab.header
         if header.external and any(header.cells):
             grid.insert(0, list(header.cells))
-        boxed = _rows(grid, words)
+        boxed, keep = _rows(grid, words)
         rows = [row for row, _ in boxed]
         if len(rows) < 2 or max(len(r) for r in rows) < 2:
             continue
@@ -138,12 +141,93 @@ def find_page_tables(page: pymupdf.Page, lines: Sequence[Line], words: Sequence[
             hb = header.bbox
             bbox = (min(bbox[0], hb[0]), min(bbox[1], hb[1]), max(bbox[2], hb[2]), max(bbox[3], hb[3]))
         boxes = tuple((bbox[0], b[1], bbox[2], b[3]) for _, b in boxed)
-        out.append(FoundTable(bbox=bbox, rows=tuple(rows), row_boxes=boxes))
+        spans = tuple(_column_span(grid, j) for j in keep)
+        out.append(FoundTable(bbox=bbox, rows=tuple(rows), row_boxes=boxes, col_spans=spans))
     return out
 
 
-def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> list[tuple[tuple[str, ...], BBox]]:
-    """The table's printed rows, each with its box (the grid row's, or a split row's words')."""
+def _column_span(grid: list[list[BBox | None]], j: int) -> tuple[float, float]:
+    cells = [r[j] for r in grid if j < len(r) and r[j] is not None]
+    return (min(c[0] for c in cells), max(c[2] for c in cells)) if cells else (0.0, 0.0)
+
+
+def _is_number(cell: str) -> bool:
+    """Whether a cell states a number ("28.07", "9.33 - 9.15"; not "top-1 err.")."""
+    return any(_NUMBER.fullmatch(token) for token in cell.split())
+
+
+def table_record(tab: FoundTable, caption: str, page: int) -> TableRecord | None:
+    """The grid as a record: its header rows found (the leading rows without a numeric
+    cell, a spanning cell filled over the columns it spans), the first column as row
+    labels when it is text, a row printed over two lines kept one row, and a box per cell.
+    None when no header row is found (the table is kept as its lines)."""
+    rows = [list(r) for r in tab.rows]
+    boxes = list(tab.row_boxes) or [tab.bbox] * len(rows)
+    h = 0
+    while h < min(3, len(rows) - 1) and not any(_is_number(c) for c in rows[h][1:]) and any(rows[h]):
+        h += 1
+    if h == 0:
+        return None
+    header = [list(r) for r in rows[:h]]
+    for r in header[:-1]:  # a spanning group cell names every column under it
+        for j in range(1, len(r)):
+            if not r[j] and r[j - 1]:
+                r[j] = r[j - 1]
+    names = [GROUP_SEP.join(dict.fromkeys(r[j] for r in header if r[j])) for j in range(len(rows[0]))]
+    body, body_boxes = _joined_rows(rows[h:], boxes[h:])
+    labelled = sum(bool(r[0]) and not _is_number(r[0]) for r in body) >= max(1, len(body) // 2)
+    first = 1 if labelled else 0
+    spans = list(tab.col_spans) or [(tab.bbox[0], tab.bbox[2])] * len(names)
+    head_box = _union(boxes[:h])
+    return TableRecord(
+        label=caption_label(caption),
+        caption=caption,
+        label_header=names[0] if labelled else "",
+        columns=tuple(names[first:]),
+        rows=tuple(
+            TableRow(
+                label=r[0] if labelled else "",
+                cells=tuple(r[first:]),
+                bbox=box,
+                cell_boxes=tuple((x0, box[1], x1, box[3]) for x0, x1 in spans[first:]),
+            )
+            for r, box in zip(body, body_boxes, strict=True)
+        ),
+        page=page,
+        bbox=tab.bbox,
+        header_boxes=tuple((x0, head_box[1], x1, head_box[3]) for x0, x1 in spans[first:]),
+    )
+
+
+def _joined_rows(rows: list[list[str]], boxes: list[BBox]) -> tuple[list[list[str]], list[BBox]]:
+    """Rows printed over two lines made one: a label alone on its line opens the next row's
+    label; a line with no label whose cells are empty in the row above completes that row."""
+    out: list[list[str]] = []
+    out_boxes: list[BBox] = []
+    pending: tuple[str, BBox] | None = None
+    for row, box in zip(rows, boxes, strict=True):
+        if row[0] and not any(row[1:]):
+            pending = (f"{pending[0]} {row[0]}" if pending else row[0], _union([pending[1], box]) if pending else box)
+            continue
+        if pending is not None:
+            row = [f"{pending[0]} {row[0]}".strip(), *row[1:]]
+            box = _union([pending[1], box])
+            pending = None
+        if out and not row[0] and all(not out[-1][j] for j in range(1, len(row)) if row[j]):
+            out[-1] = [a or b for a, b in zip(out[-1], row, strict=True)]
+            out_boxes[-1] = _union([out_boxes[-1], box])
+            continue
+        out.append(row)
+        out_boxes.append(box)
+    if pending is not None:
+        out.append([pending[0], *[""] * (len(rows[0]) - 1)])
+        out_boxes.append(pending[1])
+    return out, out_boxes
+
+
+def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> tuple[list[tuple[tuple[str, ...], BBox]], list[int]]:
+    """The table's printed rows, each with its box (the grid row's, or a split row's words'),
+    and the grid columns kept (those with text)."""
     rows: list[list[str]] = []
     boxes: list[BBox] = []
     for r, cells in enumerate(grid):
@@ -173,7 +257,7 @@ def _rows(grid: list[list[BBox | None]], words: Sequence[Word]) -> list[tuple[tu
     # drop columns that are empty everywhere (spanned cells leave them)
     keep = [j for j in range(max((len(r) for r in rows), default=0)) if any(j < len(r) and r[j] for r in rows)]
     table = [tuple(r[j] if j < len(r) else "" for j in keep) for r in rows]
-    return [(row, box) for row, box in zip(table, boxes, strict=True) if any(row)]
+    return [(row, box) for row, box in zip(table, boxes, strict=True) if any(row)], keep
 
 
 def _union(boxes: Sequence[Sequence[float]]) -> BBox:

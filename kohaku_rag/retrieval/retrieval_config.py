@@ -92,6 +92,10 @@ class RetrievalConfig:
     # nodes (HERO's text-only retrieval, without a second index; the answering config can
     # choose it per question type: `content_routing`).
     content: Literal["all", "text"] = "all"
+    # A table longer than this many characters enters the context as its caption and the
+    # rows sharing the most question terms (in table order), not cut at the budget's edge:
+    # a row is only evidence beside the caption that says what its numbers are.
+    table_chars: Annotated[int, Range(200, 10_000_000)] = 1200
 
     # ── HERO's and Marikarp's retrieval options (issue 14; the README's "Other winning
     # systems as configs"). Their defaults leave retrieval exactly as above. ──

@@ -46,7 +46,7 @@ from kohaku_rag.retrieval.ranking import (
 )
 from kohaku_rag.retrieval.rerankers import Reranker, RerankerSpec, make_reranker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.windows import window_text
+from kohaku_rag.retrieval.windows import CAPTION, window_text
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 from kohaku_rag.tree import Node, NodeKind
@@ -309,6 +309,8 @@ class Retriever:
         sentences marked (`mark_sentences`)."""
         if cfg.pack == "windows" and self.bm25 is not None:
             items = self.windows(question, items, cfg)
+        if self.bm25 is not None:
+            items = [self.table_rows(question, i, cfg.table_chars) if i.attachment == "table" else i for i in items]
         packed = pack(items, cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.bm25 is not None:
             packed = self.mark_evidence(question, packed, cfg.mark_sentences)
@@ -330,6 +332,25 @@ class Retriever:
             text = window_text(sentences, scores, cfg.window_sentences, cfg.window_neighbours)
             out.append(replace(item, text=text) if len(text) < len(item.text) else item)
         return out
+
+    def table_rows(self, question: str, item: ContextItem, limit: int) -> ContextItem:
+        """A long table cut to its caption (and row-label line) and the rows sharing the most
+        question terms, kept in table order, within `limit` characters."""
+        if len(item.text) <= limit:
+            return item
+        lines = item.text.split("\n")
+        head = [ln for ln in lines[:2] if CAPTION.search(ln + " ") or ln.startswith("(rows:")]
+        rows = lines[len(head) :]
+        weights = self.question_weights(question)
+        ranked = sorted(range(len(rows)), key=lambda k: (-self.sentence_score(rows[k], weights), k))
+        used = sum(len(ln) + 1 for ln in head)
+        keep: list[int] = []
+        for k in ranked:
+            if used + len(rows[k]) + 1 > limit:
+                continue
+            keep.append(k)
+            used += len(rows[k]) + 1
+        return replace(item, text="\n".join([*head, *(rows[k] for k in sorted(keep))]))
 
     def question_weights(self, question: str) -> dict[str, float]:
         """The question's terms with their IDF, as shares of its total IDF."""

@@ -16,7 +16,16 @@ import pymupdf
 from kohaku_rag.indexing.steps import SOURCES, TREES, read_source, read_tree
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.serving.errors import ApiError
-from kohaku_rag.serving.table_rows import is_table, stating_rows, table_lines, table_rects
+from kohaku_rag.serving.table_rows import (
+    cell_citation,
+    cell_rects,
+    is_table,
+    record_parts,
+    row_index,
+    stating_rows,
+    table_lines,
+    table_rects,
+)
 from kohaku_rag.tree import Node, NodeKind, Rect
 
 HIGHLIGHT = (1.0, 0.82, 0.0)  # the marker's yellow
@@ -78,6 +87,17 @@ class Documents:
         prefix = f"{node.node_id}:"
         return [n for n in self.tree(doc_id) if n.kind is NodeKind.SENTENCE and n.node_id.startswith(prefix)]
 
+    def recorded_table(self, doc_id: str, node_id: str) -> tuple[Node, list[Node]] | None:
+        """The table paragraph holding `node_id` (itself or one of its rows) and its
+        sentences, when that table is kept as a record; else None."""
+        node = self.node(doc_id, node_id)
+        para = node
+        if node.kind is NodeKind.SENTENCE and node.parent_id is not None:
+            para = self.node(doc_id, node.parent_id)
+        if para.table is None:
+            return None
+        return para, self.sentences(doc_id, para.node_id)
+
     def sections(self, doc_id: str) -> list[dict[str, object]]:
         return [
             {"node_id": n.node_id, "title": n.title, "page": n.page}
@@ -107,8 +127,14 @@ class Documents:
             if not 1 <= page <= pdf.page_count:
                 raise ApiError(404, f"document {doc_id!r} has pages 1 to {pdf.page_count}, not {page}")
             pg = pdf[page - 1]
-            texts = [s for s in sentences if not is_table(s)]
-            tables = [r for s in sentences if is_table(s) for r in table_rects(s, value) if r[0] == page]
+            recorded = self.recorded_table(doc_id, highlight) if highlight else None
+            if recorded is not None:  # a table kept as a record: its cell, row label and header
+                para, children = recorded
+                texts = []
+                tables = [r for r in cell_rects(para, children, sentences, value) if r[0] == page]
+            else:
+                texts = [s for s in sentences if not is_table(s)]
+                tables = [r for s in sentences if is_table(s) for r in table_rects(s, value) if r[0] == page]
             for r in [*snapped_rects(pg, texts, page), *tables]:
                 pg.draw_rect(
                     pymupdf.Rect(r[1:]), color=None, fill=HIGHLIGHT, fill_opacity=HIGHLIGHT_OPACITY, overlay=True
@@ -124,6 +150,11 @@ class Documents:
         para = node
         if node.kind is NodeKind.SENTENCE and node.parent_id is not None:
             para = self.node(doc_id, node.parent_id)
+        if para.table is not None:
+            rows = [i for i in [row_index(para, node)] if i is not None]
+            parts = record_parts(para.table, value or "", rows)
+            return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
+                    "parts": parts, "cell": cell_citation(para.table, value or "", rows)}  # fmt: skip
         if is_table(para) and value and stating_rows(para.text, value):
             return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
                     "parts": table_parts(para.text, value)}  # fmt: skip

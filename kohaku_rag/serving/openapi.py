@@ -42,6 +42,10 @@ CITED = _obj(
     url=STR,
     text=STR,
     quote=STR,
+    # a cited table's cell stating the value, or null
+    cell={
+        "anyOf": [_obj(["table", "row", "column"], table=STR, row=STR, column=STR), {"type": "null"}],
+    },
 )
 ANSWER = _obj(
     ["answer", "value", "unit", "refs", "explanation", "cited", "seconds", "config"],

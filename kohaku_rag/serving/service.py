@@ -37,7 +37,15 @@ from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
 from kohaku_rag.serving.served import append_served, stored_responses
 from kohaku_rag.serving.settings import ServeSettings
-from kohaku_rag.serving.table_rows import is_table, states_value, table_quote
+from kohaku_rag.serving.table_rows import (
+    cell_citation,
+    is_table,
+    record_quote,
+    row_index,
+    states_value,
+    stating_cells,
+    table_quote,
+)
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
@@ -350,7 +358,12 @@ class AnswerService:
     def citation(self, item: ContextItem, value: str) -> dict[str, Any]:
         """A cited snippet with its document's title and URL, the sentence that states the
         value (`quote`) and that sentence's node (what a page highlight marks)."""
-        quote, sentence_id = self._quote(item, value)
+        cell: dict[str, str] | None = None
+        table = self._table_citation(item, value)
+        if table is not None:
+            quote, sentence_id, cell = table
+        else:
+            quote, sentence_id = self._quote(item, value)
         title, url = self._title_url(item.doc_id)
         return {
             "doc_id": item.doc_id,
@@ -361,7 +374,26 @@ class AnswerService:
             "url": url,
             "text": item.text,
             "quote": quote,
+            # a cited table's cell stating the value: {"table", "row", "column"} (or null)
+            "cell": cell,
         }
+
+    def _table_citation(self, item: ContextItem, value: str) -> tuple[str, str, dict[str, str] | None] | None:
+        """(quote, row sentence id, cell) of a cited table kept as a record; None otherwise."""
+        try:
+            recorded = self.documents.recorded_table(item.doc_id, item.node_id)
+        except ApiError:
+            return None
+        if recorded is None:
+            return None
+        para, children = recorded
+        assert para.table is not None
+        stating = stating_cells(para.table, value)
+        if not stating:
+            return record_quote(para.table, value), para.node_id, None
+        row = stating[0][0]
+        sentence = next((c for c in children if row_index(para, c) == row), para)
+        return record_quote(para.table, value, [row]), sentence.node_id, cell_citation(para.table, value, [row])
 
     def _quote(self, item: ContextItem, value: str) -> tuple[str, str]:
         try:

@@ -5,13 +5,18 @@ and the parser keeps one rectangle per caption line and per row (parse/pdf_table
 citation of the table highlights the caption and the rows whose cells state the value, and
 its quote is that row; when no row states it (a value computed from several rows), every
 row is highlighted. A lake parsed before row rectangles existed has one rectangle for the
-whole table: it is painted as it is, never cut at a word inside it."""
+whole table: it is painted as it is, never cut at a word inside it.
+
+A table kept as a record (an aligned table, parse/table_record.py) has a sentence per row
+after its caption, and a box per cell: its citation names the cell stating the value
+(`cell_citation`) and the page paints that cell, its row's label and its column's header."""
 
 from __future__ import annotations
 
 import re
 
-from kohaku_rag.tree import Attachment, Node, Rect
+from kohaku_rag.table_record import TableRecord, column_stating, row_record, table_text
+from kohaku_rag.tree import Attachment, Node, NodeKind, Rect
 
 _CAPTION = re.compile(r"^(table|tab\.)\s*([\dIVX]+|[A-Z]\.?\d*)", re.IGNORECASE)
 
@@ -64,3 +69,90 @@ def table_quote(text: str, value: str) -> str:
     if not stating:
         return text
     return "\n".join([*([caption] if caption else []), *stating])
+
+
+# ── Tables kept as records (parse/table_record.py): the cited cell, not the whole row ──
+
+
+def stating_cells(table: TableRecord, value: str) -> list[tuple[int, str]]:
+    """(row index, column name) of each row with a cell stating `value`."""
+    if not value or value in ("is_blank", "0", "1"):
+        return []
+    out = []
+    for i in range(len(table.rows)):
+        column = column_stating(table, i, value)
+        if column is not None:
+            out.append((i, column))
+    return out
+
+
+def row_index(para: Node, sentence: Node) -> int | None:
+    """Which row of its table a row sentence is (None for the caption or another node)."""
+    table = para.table
+    if table is None or sentence.parent_id != para.node_id or sentence.kind is not NodeKind.SENTENCE:
+        return None
+    i = sentence.ordinal - 1 - (1 if table.caption else 0)
+    return i if 0 <= i < len(table.rows) else None
+
+
+def cell_rects(para: Node, children: list[Node], cited: list[Node], value: str | None) -> list[Rect]:
+    """What to paint for a cited recorded table (`children`: its sentences; `cited`: those
+    cited): its caption, and for each cited row stating the value the cell, the row's label
+    and the column's header; with no stating row, the cited rows (every row when the
+    table itself is cited)."""
+    table = para.table
+    assert table is not None
+    page = para.page if para.page is not None else 1
+    out: list[Rect] = [r for s in children if table.caption and s.ordinal == 1 for r in s.rects]
+    rows = [i for i in (row_index(para, s) for s in cited) if i is not None]
+    stating = [(i, c) for i, c in stating_cells(table, value or "") if not rows or i in rows]
+    if not stating:
+        chosen = rows or list(range(len(table.rows)))
+        boxes = [table.rows[i].bbox for i in chosen]
+        return out + [(page, *b) for b in boxes if b is not None]
+    for i, column in stating:
+        row = table.rows[i]
+        j = table.columns.index(column)
+        cell = row.cell_boxes[j] if j < len(row.cell_boxes) else None
+        if cell is None or row.bbox is None:
+            out += [(page, *row.bbox)] if row.bbox is not None else []
+            continue
+        first = row.cell_boxes[0] if row.cell_boxes else None
+        if row.label and first is not None and first[0] > row.bbox[0]:
+            out.append((page, row.bbox[0], row.bbox[1], first[0], row.bbox[3]))  # the row's label
+        out.append((page, *cell))
+        header = table.header_boxes[j] if j < len(table.header_boxes) else None
+        if header is not None:
+            out.append((page, *header))
+    return out
+
+
+def cell_citation(table: TableRecord, value: str, rows: list[int] | None = None) -> dict[str, str] | None:
+    """ "Table 2, row *text generation*, column *mean*": the cell stating the value (in one
+    of `rows` when given), for the answer card; None when no single cell states it."""
+    stating = [(i, c) for i, c in stating_cells(table, value) if not rows or i in rows]
+    if not stating:
+        return None
+    i, column = stating[0]
+    return {"table": table.label or "table", "row": table.rows[i].label, "column": column}
+
+
+def record_quote(table: TableRecord, value: str, rows: list[int] | None = None) -> str:
+    """The caption and the rows stating the value, as records (the whole table when none)."""
+    stating = [i for i, _ in stating_cells(table, value) if not rows or i in rows]
+    if not stating:
+        return table_text(table)
+    return "\n".join(
+        [*([table.caption] if table.caption else []), *(row_record(table, table.rows[i]) for i in stating)]
+    )
+
+
+def record_parts(table: TableRecord, value: str, rows: list[int] | None = None) -> list[dict[str, object]]:
+    """The table's lines for the text view: the caption and the rows stating the value (of
+    `rows`, when given) marked; with none stating it, `rows` (or every row) marked."""
+    stating = {i for i, _ in stating_cells(table, value) if not rows or i in rows} or set(
+        rows or range(len(table.rows))
+    )
+    lines = [(table.caption, True)] if table.caption else []
+    lines += [(row_record(table, row), i in stating) for i, row in enumerate(table.rows)]
+    return [{"text": line + "\n", "marked": marked} for line, marked in lines]

@@ -66,7 +66,8 @@ def test_markdown_sections_and_tables(tmp_path):
     assert doc.title == "Title"
     assert [s.title for s in doc.sections] == ["Title", "1 Method"]
     table = doc.sections[1].paragraphs[0]
-    assert table.attachment is Attachment.TABLE and table.text == "GPU | Watts\nA100 | 400"
+    assert table.attachment is Attachment.TABLE and table.text == "(rows: GPU)\nA100 · Watts: 400"
+    assert table.table is not None and table.table.columns == ("Watts",) and table.table.rows[0].cells == ("400",)
     nodes = build_tree(doc, split_sentences)
     assert [n.node_id for n in nodes if n.kind is NodeKind.SECTION] == ["m:sec1", "m:sec2"]
 

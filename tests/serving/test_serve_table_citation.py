@@ -1,6 +1,7 @@
-"""A cited table, precisely: the parser keeps a rectangle per table row and caption line, and
-the page highlights the caption and the row that states the value (not every row, and not
-cut short inside the last column); the text view and the quote show that row."""
+"""A cited table, precisely: the parser keeps the table as a record (caption, column names,
+rows, a box per cell), and the page highlights the caption, the cell that states the value,
+its row's label and its column's header; the text view and the quote show that row, and the
+citation names the cell."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
-from kohaku_rag.serving.table_rows import table_quote, table_rects
+from kohaku_rag.serving.table_rows import cell_rects, record_quote
 from kohaku_rag.tree import Attachment, NodeKind, build_tree
 
 ENERGY_MD = """# Energy
@@ -51,26 +52,57 @@ def energy_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def table_sentence(nodes):  # noqa: ANN001, ANN201
-    return next(n for n in nodes if n.kind is NodeKind.SENTENCE and n.attachment is Attachment.TABLE)
+def table_paragraph(nodes):  # noqa: ANN001, ANN201
+    return next(n for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.TABLE)
 
 
-def test_a_table_keeps_a_rectangle_per_row_and_caption_line(energy_pdf: Path) -> None:
-    """Fails on main: a table had one rectangle, the table's box without its caption."""
-    table = table_sentence(build_tree(parse_pdf(energy_pdf, "energy"), split_sentences))
-    assert table.text.splitlines()[0].startswith("Table 2:") and "B | 41.0 | 30" in table.text
-    assert len(table.rects) == 5  # the caption's line and four rows (the header is a row)
-    with pymupdf.open(energy_pdf) as pdf:
-        page = pdf[0]
-        under = [" ".join(page.get_textbox(pymupdf.Rect(r[1:])).split()) for r in table.rects]
-    assert under[0].startswith("Table 2: Device energy")
-    assert under[1:] == ["Run Energy (kWh) Hours", "A 12.5 10", "B 41.0 30", "C 77.3 52"]
-    painted = table_rects(table, "41.0")
-    assert painted == [table.rects[0], table.rects[3]]  # the caption and row B
-    assert table_rects(table, "999") == list(table.rects)  # no row states it: every row
+def children(nodes, para):  # noqa: ANN001, ANN201
+    return [n for n in nodes if n.parent_id == para.node_id]
+
+
+def under(pdf_path: Path, rect) -> str:  # noqa: ANN001
+    with pymupdf.open(pdf_path) as pdf:
+        return " ".join(pdf[rect[0] - 1].get_textbox(pymupdf.Rect(rect[1:])).split())
+
+
+def test_a_pdf_table_is_a_record_with_a_node_per_row_and_a_box_per_cell(energy_pdf: Path) -> None:
+    """Fails on main: a table was one sentence of `a | b | c` lines, its column names only
+    in its first line, with one rectangle per printed row."""
+    nodes = build_tree(parse_pdf(energy_pdf, "energy"), split_sentences)
+    para = table_paragraph(nodes)
+    table = para.table
+    assert table is not None and table.label == "Table 2"
+    assert table.label_header == "Run" and table.columns == ("Energy (kWh)", "Hours")
+    assert [(r.label, r.cells) for r in table.rows] == [
+        ("A", ("12.5", "10")),
+        ("B", ("41.0", "30")),
+        ("C", ("77.3", "52")),
+    ]
+    rows = children(nodes, para)
+    assert rows[0].text.startswith("Table 2: Device energy")
     assert (
-        table_quote(table.text, "41.0")
-        == "Table 2: Device energy per training run, metered at the wall.\nB | 41.0 | 30"
+        rows[2].text
+        == "Table 2 (Device energy per training run, metered at the wall.) · B · Energy (kWh): 41.0 · Hours: 30"
+    )
+    assert under(energy_pdf, rows[0].rects[0]).startswith("Table 2: Device energy")
+    assert under(energy_pdf, rows[2].rects[0]) == "B 41.0 30"
+    b = table.rows[1]
+    assert under(energy_pdf, (1, *b.cell_boxes[0])) == "41.0" and under(energy_pdf, (1, *b.cell_boxes[1])) == "30"
+    assert under(energy_pdf, (1, *table.header_boxes[0])) == "Energy (kWh)"
+    painted = cell_rects(para, rows, [para], "41.0")
+    assert [under(energy_pdf, r) for r in painted] == [
+        "Table 2: Device energy per training run, metered at the wall.",
+        "B",
+        "41.0",
+        "Energy (kWh)",
+    ]
+    assert [under(energy_pdf, r) for r in cell_rects(para, rows, [para], "999")][1:] == [
+        "A 12.5 10",
+        "B 41.0 30",
+        "C 77.3 52",
+    ]
+    assert record_quote(table, "41.0") == (
+        "Table 2: Device energy per training run, metered at the wall.\nB · Energy (kWh): 41.0 · Hours: 30"
     )
 
 
@@ -78,29 +110,37 @@ def pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
 
 
-def test_the_page_highlights_the_caption_and_the_stating_row(energy_pdf: Path, tmp_path: Path) -> None:
-    """Fails on main: every row was highlighted, the caption was not, and the highlight
-    stopped at the table's last word spelled like the text's last token."""
+def test_the_page_highlights_the_cell_its_row_label_and_its_column_header(energy_pdf: Path, tmp_path: Path) -> None:
+    """Fails on main: the whole row was highlighted, so nothing told the reader which
+    column the number came from; the text view and the citation name the cell."""
     import httpx
 
     lake = tmp_path / "lake"
     assert not kr.index(energy_pdf.parent, lake, progress=lambda _m: None).failed
-    table = table_sentence(read_tree(Lake(lake), "energy"))
+    nodes = read_tree(Lake(lake), "energy")
+    para = table_paragraph(nodes)
+    assert para.table is not None
     base = "/api/documents/energy"
     with serving(build_app(ServeSettings(lake=lake))) as url:
         plain = pixels(httpx.get(f"{url}{base}/pages/1.png", timeout=30).content)
-        marked = pixels(httpx.get(f"{url}{base}/pages/1.png?highlight={table.node_id}&value=41.0", timeout=30).content)
-        text = httpx.get(f"{url}{base}/text?highlight={table.node_id}&value=41.0", timeout=30).json()
+        marked = pixels(httpx.get(f"{url}{base}/pages/1.png?highlight={para.node_id}&value=41.0", timeout=30).content)
+        text = httpx.get(f"{url}{base}/text?highlight={para.node_id}&value=41.0", timeout=30).json()
     changed = np.abs(plain - marked).sum(axis=2) > 0
     scale = plain.shape[1] / 612
 
-    def painted(rect, x: float) -> bool:  # noqa: ANN001
-        return bool(changed[int((rect[2] + rect[4]) / 2 * scale), int(x * scale)])
+    def painted(box) -> bool:  # noqa: ANN001
+        x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+        return bool(changed[int(y * scale), int(x * scale)])
 
-    caption, header, row_a, row_b, row_c = table.rects
-    assert painted(caption, (caption[1] + caption[3]) / 2)
-    right = row_b[3] - 3  # the row's last column, at its right edge
-    assert painted(row_b, row_b[1] + 3) and painted(row_b, right)
-    assert not any(painted(r, (r[1] + r[3]) / 2) for r in (header, row_a, row_c))
+    table = para.table
+    b, a, c = table.rows[1], table.rows[0], table.rows[2]
+    assert painted(b.cell_boxes[0]) and painted(table.header_boxes[0])
+    assert painted((b.bbox[0] + 1, b.bbox[1], b.bbox[0] + 4, b.bbox[3]))  # the row's label "B"
+    assert not painted(b.cell_boxes[1]) and not painted(a.cell_boxes[0]) and not painted(c.cell_boxes[0])
+    assert not painted(table.header_boxes[1])
     marks = [p["text"].strip() for p in text["parts"] if p["marked"]]
-    assert marks == ["Table 2: Device energy per training run, metered at the wall.", "B | 41.0 | 30"]
+    assert marks == [
+        "Table 2: Device energy per training run, metered at the wall.",
+        "B · Energy (kWh): 41.0 · Hours: 30",
+    ]
+    assert text["cell"] == {"table": "Table 2", "row": "B", "column": "Energy (kWh)"}

@@ -255,6 +255,10 @@ function citedDocuments(cited) {
   return docs;
 }
 
+function cellText(cell) {
+  return cell.table + ", row " + (cell.row || "(unnamed)") + ", column " + cell.column;
+}
+
 function pagesText(d) {
   const pages = [...new Set(d.snippets.map((c) => c.page).filter((p) => p))];
   if (!pages.length) return d.snippets.length > 1 ? " · " + d.snippets.length + " passages" : "";
@@ -269,6 +273,10 @@ function showAnswer(r) {
   $("unit-out").textContent = r.is_blank ? "" : unitText(r);
   $("answer-text").textContent = r.is_blank ? "" : r.answer;
   $("explanation").textContent = r.explanation && r.explanation !== "is_blank" ? r.explanation : "";
+  // a value read from a table: which cell ("Table 2, row text generation, column mean")
+  const cells = r.is_blank ? [] : r.cited.filter((c) => c.cell).map((c) => cellText(c.cell));
+  $("cell").textContent = [...new Set(cells)].join("; ");
+  $("cell").hidden = !cells.length;
   const chips = $("chips");
   chips.replaceChildren();
   citedDocuments(r.cited).forEach((d, i) => {
@@ -313,7 +321,7 @@ function openDocument(d) {
 async function openEvidence(c) {
   const box = $("evidence");
   box.hidden = false;
-  $("evidence-title").textContent = (c.title || c.doc_id) + (c.page ? ", page " + c.page : "");
+  $("evidence-title").textContent = (c.title || c.doc_id) + (c.page ? ", page " + c.page : "") + (c.cell ? " · " + cellText(c.cell) : "");
   const link = $("evidence-link");
   link.textContent = c.url ? "source" : "";
   link.href = c.url || "#";

@@ -1,0 +1,380 @@
+"""Tables recovered from extracted text (JSON payloads, plain text), where a table is a
+block of lines: header lines ("inference energy (kWh)" / "task mean std"), then one line
+per row ("text generation 0.047 0.03"), with its "Table N" caption above or below.
+
+A block is a run of lines that end in the same number of numeric cells. Its column names
+come from the lines just above it (or, failing that, just below it): all of them joined, or
+the last one alone with the lines above it as the group every column shares. When no
+reading gives exactly one name per cell column, the block is kept as a table of plain
+lines (`TextTable.record` is None): never aligned by guess.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, caption_label
+
+__all__ = ["TextTable", "split_tables"]
+
+# A numeric cell: 0.047, 1,171, 3.55e6, 175B, 52.88%, $40M, (12.3), ~5, 10^20, 2.1x
+_NUMERIC = re.compile(
+    r"^[(]?[-+−~≈<>≤≥$€£]*\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?(?:\^\d+)?"
+    r"(?:×10\^[-−]?\d+)?(?:%|×|x|[KMBGTkmb])?(?:\([-−\d.,]+\))?(?:±\d[\d,]*(?:\.\d+)?|\(±\d[\d,]*(?:\.\d+)?\))?[)\]]?[*†‡]*$"
+)
+_EMPTY_CELLS = frozenset({"-", "–", "—", "--", "n/a", "N/A", "NA", "N.A."})
+_WORD_CELLS = frozenset({"∞", "inf", "Inf"})
+# "258 bil.": a number and its short magnitude word are one cell
+_MAGNITUDE = re.compile(r"(\d)\s+(bil\.|mil\.|bn|mn|billion|million|thousand|k|M|B|T)(?=\s|$)")
+_CAPTION = re.compile(r"^\s*(table|tab\.)\s*([0-9]+|[IVX]+)\s*[:.]", re.IGNORECASE)
+_CITATION = re.compile(r"\((?:[^()]*\bet al\.?[^()]*|[^()]*\b(?:19|20)\d\d[a-z]?)\)|\[[\d,\s–-]+\]")
+_SENTENCE_END = re.compile(r"[.:?!]['\")\]]?$")
+_PLUS_MINUS = re.compile(r"\s*±\s*")
+# "201.37 ( ±28.77)": the spread belongs to the cell before it
+_SPREAD = re.compile(r"(\d)\s+\(\s*±\s*")
+# "7(6, 8)": a value and its interval are one cell
+_INTERVAL = re.compile(r"(\d)\(\s*([-−\d.]+),\s*([-−\d.]+)\s*\)")
+# "1.0 × 10−4" as printed: one cell, "1.0×10^-4"
+_POWER_OF_TEN = re.compile(r"(\d)\s*[×x]\s*10\s*([−-]?)\s*(\d+)")
+
+MAX_LABEL_CHARS = 60
+MAX_LABEL_WORDS = 8
+MAX_HEADER_LINES = 24
+MAX_CAPTION_DISTANCE = 15  # lines between a caption above and its table's first row
+
+
+@dataclass(frozen=True)
+class TextTable:
+    """A table found in a run of lines: `lines[start:end]` (caption and header included)."""
+
+    start: int
+    end: int
+    record: TableRecord | None  # None: not aligned, kept as its plain lines
+    caption: str
+    lines: tuple[str, ...]
+
+    def text(self) -> str:
+        """The table as plain lines (its caption first), for a table that was not aligned."""
+        body = [ln for ln in self.lines if ln.strip() and ln.strip() != self.caption]
+        return "\n".join([self.caption, *body] if self.caption else body)
+
+
+def _is_numeric(token: str) -> bool:
+    number, _, magnitude = token.partition("\u2060")
+    return token in _EMPTY_CELLS or token in _WORD_CELLS or bool(_NUMERIC.match(number))
+
+
+def numeric_tail(line: str) -> tuple[str, list[str]]:
+    """(label, cells): the line's trailing numeric cells and the text before them."""
+    line = _SPREAD.sub(r"\1(±", _PLUS_MINUS.sub("±", line.strip()))
+    line = _INTERVAL.sub(r"\1(\2,\3)", line)
+    line = _POWER_OF_TEN.sub(r"\1×10^\2\3", line)
+    line = _MAGNITUDE.sub("\\1\u2060\\2", line)
+    tokens = line.split()
+    k = len(tokens)
+    while k > 0 and _is_numeric(tokens[k - 1]):
+        k -= 1
+    return " ".join(tokens[:k]), tokens[k:]
+
+
+def _row_shape(line: str) -> int:
+    """How many numeric cells a line ends with, when it reads as a table row (0 when not)."""
+    label, cells = numeric_tail(line)
+    if len(cells) < 2 or all(c in _EMPTY_CELLS for c in cells):
+        return 0
+    if len(label) > MAX_LABEL_CHARS or len(label.split()) > MAX_LABEL_WORDS or _SENTENCE_END.search(label):
+        return 0
+    return len(cells)
+
+
+def _typical(lines: Sequence[str]) -> float:
+    lengths = [len(ln.strip()) for ln in lines if len(ln.strip()) > 20]
+    return statistics.median(lengths) if lengths else 80.0
+
+
+def _is_prose(line: str, typical: float) -> bool:
+    s = line.strip()
+    return len(s) > max(60.0, 0.7 * typical) or (len(s) > 40 and bool(_SENTENCE_END.search(s)))
+
+
+def _runs(shapes: Sequence[int], lines: Sequence[str], typical: float) -> list[tuple[int, int]]:
+    """[start, end) runs of row lines; up to two short non-numeric lines inside a run (a row
+    label wrapped onto its own line, a group of rows' name) stay in it."""
+    runs: list[tuple[int, int]] = []
+    i, n = 0, len(lines)
+    while i < n:
+        if not shapes[i]:
+            i += 1
+            continue
+        start, end, rows = i, i + 1, 1
+        j = i + 1
+        while j < n:
+            if shapes[j]:
+                end, rows, j = j + 1, rows + 1, j + 1
+                continue
+            gap = j
+            while gap < n and gap - j < 2 and not shapes[gap] and _fragment(lines[gap], typical):
+                gap += 1
+            if gap < n and gap > j and shapes[gap]:
+                j = gap
+                continue
+            break
+        if rows >= 2:
+            runs.append((start, end))
+        i = end
+    return runs
+
+
+def _fragment(line: str, typical: float) -> bool:
+    s = line.strip()
+    return bool(s) and not _CAPTION.match(s) and not _is_prose(s, typical) and len(s) <= 40
+
+
+def _names(text: str) -> list[str]:
+    return _CITATION.sub(" ", text).replace("|", " ").split()
+
+
+# Words a column name is never made of alone: a "header" holding them is a prose fragment.
+_STOPWORDS = frozenset("a an and are as at be by for from in is it of on or that the this to was we were with".split())
+
+
+def _plausible(names: Sequence[str]) -> bool:
+    """Column names, not a row of numbers or a piece of a sentence."""
+    return all(not _is_numeric(n) and n.lower() not in _STOPWORDS for n in names)
+
+
+def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+    """(label header, column names) from header lines, or None when they do not give one
+    name per cell column (`width`), with or without a name for the label column."""
+    if not header:
+        return None
+
+    def fit(names: list[str], group: str = "") -> tuple[str, tuple[str, ...]] | None:
+        prefix = f"{group}{GROUP_SEP}" if group else ""
+        if not _plausible(names):
+            return None
+        if len(names) == width:
+            return "", tuple(prefix + n for n in names)
+        if len(names) == width + 1:
+            return names[0], tuple(prefix + n for n in names[1:])
+        return None
+
+    per_line = [_names(h) for h in header]
+    whole = fit([n for names in per_line for n in names])
+    if whole is not None:
+        return whole
+    if 2 <= len(header) <= 3 and all(len(names) in (width, width + 1) for names in per_line):
+        # one name per column on each header line ("Energy" over "(kWh)"); a line with one
+        # more names the row labels first ("Model BERT 6B ..." over "finetune Transf. ...")
+        label = " ".join(names[0] for names in per_line if len(names) == width + 1)
+        stacked = [names[len(names) - width :] for names in per_line]
+        joined = [" ".join(parts) for parts in zip(*stacked, strict=True)]
+        if _plausible(joined) and (not label or _plausible([label])):
+            return label, tuple(joined)
+    if len(header) > 3:
+        return _stacked_columns([" ".join(names) for names in per_line if names], width)
+    last = per_line[-1]
+    group_names = [n for names in per_line[:-1] for n in names]
+    # Upper lines are a group over every value column ("inference energy (kWh)" over "task
+    # mean std") only when they cannot be one name per column themselves, and read as a name.
+    if group_names and (len(group_names) >= width and len(last) != width + 1 or not _plausible(group_names)):
+        return None
+    if len(group_names) > 6:
+        return None
+    return fit(last, " ".join(group_names))
+
+
+def _boundary_score(before: str, after: str) -> int:
+    """How well a column boundary fits between two stacked header pieces: after a unit in
+    parentheses, before a capitalised word or "#", never before a lowercase word or "("."""
+    if after[:1].islower() or after.startswith("("):
+        return -100
+    score = 2 if before.endswith(")") else 0
+    if after.startswith("#"):
+        score += 2
+    elif after[:1].isupper():
+        score += 1
+    return score
+
+
+def _stacked_columns(pieces: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+    """A header printed one or two words a line, column after column ("GPU" / "Power" /
+    "Usage" / "(kWh)"): the pieces cut into exactly `width` (+1 for the label column) names
+    at the best-fitting boundaries; None unless every boundary fits (score > 0)."""
+    if any(len(p.split()) > 3 for p in pieces):
+        return None
+    for groups in (width + 1, width):
+        if len(pieces) < groups:
+            continue
+        cut = _best_cuts(pieces, groups)
+        if cut is None:
+            continue
+        names = [" ".join(pieces[a:b]) for a, b in zip([0, *cut], [*cut, len(pieces)], strict=True)]
+        if groups == width + 1:
+            return names[0], tuple(names[1:])
+        return "", tuple(names)
+    return None
+
+
+def _best_cuts(pieces: Sequence[str], groups: int) -> list[int] | None:
+    """The `groups - 1` cut positions with the highest total score, each scoring above 0 and
+    the best unique (a tie is a guess: None)."""
+    n = len(pieces)
+    scores = [_boundary_score(pieces[i - 1], pieces[i]) for i in range(1, n)]  # cut before piece i
+    # best[k][i]: (score, ties) of k cuts among the first i pieces, the last cut before piece i
+    best: dict[tuple[int, int], tuple[int, int, list[int]]] = {}
+    for i in range(1, n):
+        if scores[i - 1] > 0:
+            best[(1, i)] = (scores[i - 1], 1, [i])
+    for k in range(2, groups):
+        for i in range(k, n):
+            if scores[i - 1] <= 0:
+                continue
+            options = [best[(k - 1, j)] for j in range(k - 1, i) if (k - 1, j) in best]
+            if not options:
+                continue
+            top = max(o[0] for o in options)
+            winners = [o for o in options if o[0] == top]
+            ties = sum(o[1] for o in winners)
+            best[(k, i)] = (top + scores[i - 1], ties, [*winners[0][2], i])
+    finals = [v for (k, _i), v in best.items() if k == groups - 1]
+    if not finals:
+        return None
+    top = max(v[0] for v in finals)
+    winners = [v for v in finals if v[0] == top]
+    if len(winners) > 1 or winners[0][1] > 1:
+        return None
+    return winners[0][2]
+
+
+def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) -> list[int]:
+    """Indexes of the header lines right above a run (stopping at prose, a caption, a row)."""
+    out: list[int] = []
+    i = start - 1
+    while i >= floor and len(out) < MAX_HEADER_LINES:
+        s = lines[i].strip()
+        if not s or _CAPTION.match(s) or _is_prose(s, typical) or _row_shape(s):
+            break
+        if s[:1].islower() and _SENTENCE_END.search(s) and len(s.split()) <= 3:
+            break  # the end of a sentence wrapped onto its own line ("small."), not a header
+        out.append(i)
+        i -= 1
+    return sorted(out)
+
+
+def _header_below(lines: Sequence[str], end: int, ceiling: int, typical: float) -> list[int]:
+    out: list[int] = []
+    i = end
+    while i < ceiling and len(out) < 3:
+        s = lines[i].strip()
+        if not s or _CAPTION.match(s) or _is_prose(s, typical) or _row_shape(s):
+            break
+        out.append(i)
+        i += 1
+    return out
+
+
+def _caption_span(lines: Sequence[str], at: int, typical: float, stop: int) -> tuple[int, int]:
+    """[at, end) of a caption: its first line and the lines continuing its sentence."""
+    end = at + 1
+    text = lines[at].strip()
+    while end < stop and not _SENTENCE_END.search(text) and len(lines[end].strip()) > 0.6 * typical:
+        text = lines[end].strip()
+        end += 1
+    return at, end
+
+
+def _rows(lines: Sequence[str], start: int, end: int, width: int) -> list[TableRow] | None:
+    """The run's rows, each with `width` cells; None when a row has fewer (not aligned)."""
+    rows: list[TableRow] = []
+    pending: list[str] = []
+    for line in lines[start:end]:
+        label, cells = numeric_tail(line)
+        if len(cells) < 2:
+            pending.append(line.strip())  # a wrapped label, or the name of the rows below
+            continue
+        if len(cells) < width:
+            return None
+        if len(cells) > width:  # numbers inside a label ("Llama 3.2 1B 0.03 0.2")
+            label = " ".join([label, *cells[: len(cells) - width]]).strip()
+            cells = cells[len(cells) - width :]
+        label = " ".join([*pending, label]).strip()
+        pending = []
+        if not label and rows and rows[0].label:
+            label = rows[-1].label  # a row under a spanning label ("Llama 3.2 1B" over three rates)
+        cells = [c.replace("\u2060", " ") for c in cells]
+        rows.append(TableRow(label=label, cells=tuple("" if c in _EMPTY_CELLS else c for c in cells)))
+    return rows
+
+
+def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTable]:
+    """The tables in a page's lines, in order, each with the lines it takes (its caption
+    and header lines included)."""
+    typical = _typical(lines)
+    shapes = [_row_shape(ln) for ln in lines]
+    found: list[TextTable] = []
+    floor = 0
+    runs = _runs(shapes, lines, typical)
+    for k, (start, end) in enumerate(runs):
+        ceiling = runs[k + 1][0] if k + 1 < len(runs) else len(lines)
+        width = statistics.mode(s for s in shapes[start:end] if s)
+        above = _header_above(lines, start, floor, typical)
+        cols = _columns([lines[i] for i in above], width)
+        below: list[int] = []
+        if cols is None:
+            below = _header_below(lines, end, ceiling, typical)
+            cols = _columns([lines[i] for i in below], width) if below else None
+            if cols is None:
+                below = []
+        t_start = above[0] if above else start
+        t_end = below[-1] + 1 if below else end
+        cap = _find_caption(lines, t_start, t_end, floor, ceiling, typical)
+        if cap is not None:
+            t_start, t_end = min(t_start, cap[0]), max(t_end, cap[1])
+        caption = " ".join(ln.strip() for ln in lines[cap[0] : cap[1]]) if cap else ""
+        rows = _rows(lines, start, end, width) if cols is not None else None
+        if cols is None and not caption and len(rows or []) < 3 and end - start < 3:
+            continue  # two number lines with no caption and no header: not evidence of a table
+        record = None
+        if cols is not None and rows:
+            record = TableRecord(
+                label=caption_label(caption),
+                caption=caption,
+                label_header=cols[0],
+                columns=cols[1],
+                rows=tuple(rows),
+                page=page,
+            )
+        found.append(TextTable(t_start, t_end, record, caption, tuple(lines[t_start:t_end])))
+        floor = t_end
+    return found
+
+
+def _find_caption(
+    lines: Sequence[str], start: int, end: int, floor: int, ceiling: int, typical: float
+) -> tuple[int, int] | None:
+    """The nearest "Table N" caption: just above the table (no prose between), or else right
+    after it, unless that one opens the next table (header lines follow it, then its rows)."""
+    for i in range(start - 1, max(floor, start - MAX_CAPTION_DISTANCE) - 1, -1):
+        if _CAPTION.match(lines[i]):
+            span = _caption_span(lines, i, typical, start)
+            if all(not _is_prose(ln, typical) for ln in lines[span[1] : start]):
+                return span
+            break
+    for i in range(end, min(ceiling, end + 4)):
+        if _CAPTION.match(lines[i]):
+            span = _caption_span(lines, i, typical, ceiling)
+            after = lines[span[1] : ceiling]
+            if (
+                ceiling < len(lines)
+                and len(after) <= MAX_HEADER_LINES
+                and not any(_is_prose(ln, typical) for ln in after)
+            ):
+                return None  # the next table's caption, above its header
+            return span
+        if _is_prose(lines[i], typical):
+            break
+    return None

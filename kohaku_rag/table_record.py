@@ -1,0 +1,206 @@
+"""A table as the method keeps it, whatever it was read from: its caption, its column
+names, its rows (a label and one cell per column) and, for PDFs, where each cell is.
+
+Parsers build a `TableRecord` (parse/text_tables.py from text payloads, parse/pdf_tables.py
+from PDF pages); the tree stores it on the table's paragraph node (tree.py) and makes
+each row a sentence-level node whose text names the table and the columns
+(`row_sentence`), so that a 1.5B model reading a row never has to count to the 7th name
+of a header 20 lines up. `table_text` is what a prompt shows: the caption, then one
+record per row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+__all__ = [
+    "GROUP_SEP",
+    "TABLE_TYPE",
+    "TableRecord",
+    "TableRow",
+    "caption_label",
+    "column_stating",
+    "record_from_arrow",
+    "record_to_arrow",
+    "row_record",
+    "row_sentence",
+    "table_text",
+]
+
+BBox = tuple[float, float, float, float]
+# Between the parts of a multi-row header: "inference energy (kWh) · mean".
+GROUP_SEP = " · "
+_LABEL = re.compile(r"^\s*(table|tab\.)\s*([0-9]+|[IVXLC]+|[A-Z]\.?[0-9]+)\b", re.IGNORECASE)
+CAPTION_IN_ROW_CHARS = 80  # of the caption repeated in each row's indexed text
+
+
+@dataclass(frozen=True)
+class TableRow:
+    label: str  # the row's name (its first column), "" when the table has none
+    cells: tuple[str, ...]  # one per column of the table
+    bbox: BBox | None = None  # the printed row on its page (PDF tables)
+    cell_boxes: tuple[BBox | None, ...] = ()  # one per cell (PDF tables); () when unknown
+
+
+@dataclass(frozen=True)
+class TableRecord:
+    label: str  # "Table 2", "" when no caption was found
+    caption: str  # the whole caption, label included
+    label_header: str  # the name of the row-label column ("task"), "" when unnamed
+    columns: tuple[str, ...]  # one name per cell column, multi-row headers joined by GROUP_SEP
+    rows: tuple[TableRow, ...]
+    page: int | None = None
+    bbox: BBox | None = None
+    header_boxes: tuple[BBox | None, ...] = ()  # one per column (PDF tables); () when unknown
+
+    def __post_init__(self) -> None:
+        width = len(self.columns)
+        for row in self.rows:
+            if len(row.cells) != width:
+                raise ValueError(f"a row of {len(row.cells)} cells in a table of {width} columns: {row.label!r}")
+
+
+def caption_label(caption: str) -> str:
+    """ "Table 2" of "Table 2. Mean and standard deviation ..." ("" when it has none)."""
+    m = _LABEL.match(caption)
+    return f"Table {m.group(2)}" if m else ""
+
+
+def _column_parts(columns: Sequence[str]) -> list[tuple[str, str]]:
+    """(group, leaf) of each column: a multi-row header's upper rows are its group."""
+    out = []
+    for name in columns:
+        group, _, leaf = name.rpartition(GROUP_SEP)
+        out.append((group, leaf))
+    return out
+
+
+def row_record(table: TableRecord, row: TableRow) -> str:
+    """One row as a record: its label, then each cell named by its column; a header group
+    is named once, at its first column ("text generation · inference energy (kWh) mean:
+    0.047 · std: 0.03"). Empty cells are left out."""
+    parts = [row.label] if row.label else []
+    previous = None
+    for (group, leaf), cell in zip(_column_parts(table.columns), row.cells, strict=True):
+        if not cell:
+            continue
+        name = f"{group} {leaf}".strip() if group and group != previous else leaf
+        previous = group
+        parts.append(f"{name}: {cell}" if name else cell)
+    return GROUP_SEP.join(parts)
+
+
+def _short_caption(table: TableRecord) -> str:
+    rest = table.caption[len(table.label) :] if table.label else table.caption
+    rest = rest.lstrip(" .:-–—").strip()
+    if len(rest) > CAPTION_IN_ROW_CHARS:
+        rest = rest[:CAPTION_IN_ROW_CHARS].rsplit(" ", 1)[0] + " …"
+    return rest
+
+
+def row_sentence(table: TableRecord, row: TableRow) -> str:
+    """A row's indexed text, which names its table and columns on its own: "Table 2 (Mean
+    and standard deviation of energy …) · text generation · inference energy (kWh) mean:
+    0.047 · std: 0.03"."""
+    name = table.label or "Table"
+    short = _short_caption(table)
+    head = f"{name} ({short})" if short else name
+    return f"{head}{GROUP_SEP}{row_record(table, row)}"
+
+
+def table_text(table: TableRecord) -> str:
+    """What a prompt and the BM25 index read: the caption, then one record per row."""
+    lines = [table.caption] if table.caption else []
+    if table.label_header:
+        lines.append(f"(rows: {table.label_header})")
+    lines += [row_record(table, row) for row in table.rows]
+    return "\n".join(lines)
+
+
+def _number(text: str) -> float | None:
+    cleaned = re.sub(r"[,\s$€£%×x*†‡()\[\]]", "", text.replace("−", "-"))
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def column_stating(table: TableRecord, row: int, value: str) -> str | None:
+    """The name of the column whose cell in `row` states `value` (as text or as the same
+    number), None when no cell of that row does."""
+    if not 0 <= row < len(table.rows) or not value.strip():
+        return None
+    wanted = _number(value)
+    for name, cell in zip(table.columns, table.rows[row].cells, strict=True):
+        if cell.strip() == value.strip():
+            return name
+        got = _number(cell)
+        if wanted is not None and got is not None and abs(got - wanted) <= 1e-9 * max(1.0, abs(wanted)):
+            return name
+    return None
+
+
+_BOX = pa.list_(pa.float32(), 4)
+# The record as the tree's Parquet column holds it (declared once, here).
+TABLE_TYPE = pa.struct(
+    [
+        pa.field("label", pa.string()),
+        pa.field("caption", pa.string()),
+        pa.field("label_header", pa.string()),
+        pa.field("columns", pa.list_(pa.string())),
+        pa.field("header_boxes", pa.list_(_BOX)),
+        pa.field("row_labels", pa.list_(pa.string())),
+        pa.field("cells", pa.list_(pa.list_(pa.string()))),
+        pa.field("row_boxes", pa.list_(_BOX)),
+        pa.field("cell_boxes", pa.list_(pa.list_(_BOX))),
+    ]
+)
+
+
+def _box(b: Sequence[float] | None) -> BBox | None:
+    return None if b is None else (float(b[0]), float(b[1]), float(b[2]), float(b[3]))
+
+
+def record_to_arrow(table: TableRecord) -> dict[str, object]:
+    return {
+        "label": table.label,
+        "caption": table.caption,
+        "label_header": table.label_header,
+        "columns": list(table.columns),
+        "header_boxes": [list(b) if b else None for b in table.header_boxes],
+        "row_labels": [r.label for r in table.rows],
+        "cells": [list(r.cells) for r in table.rows],
+        "row_boxes": [list(r.bbox) if r.bbox else None for r in table.rows],
+        "cell_boxes": [[list(b) if b else None for b in r.cell_boxes] for r in table.rows],
+    }
+
+
+def record_from_arrow(
+    value: dict[str, object] | None, page: int | None = None, bbox: BBox | None = None
+) -> TableRecord | None:
+    if value is None:
+        return None
+    v: dict = dict(value)
+    rows = tuple(
+        TableRow(
+            label=label,
+            cells=tuple(cells),
+            bbox=_box(rbox),
+            cell_boxes=tuple(_box(b) for b in (cboxes or ())),
+        )
+        for label, cells, rbox, cboxes in zip(v["row_labels"], v["cells"], v["row_boxes"], v["cell_boxes"], strict=True)
+    )
+    return TableRecord(
+        label=v["label"],
+        caption=v["caption"],
+        label_header=v["label_header"],
+        columns=tuple(v["columns"]),
+        rows=rows,
+        page=page,
+        bbox=bbox,
+        header_boxes=tuple(_box(b) for b in (v["header_boxes"] or ())),
+    )
