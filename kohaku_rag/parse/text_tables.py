@@ -96,8 +96,15 @@ def _typical(lines: Sequence[str]) -> float:
 
 
 def _is_prose(line: str, typical: float) -> bool:
+    """A line of running text: long and made of sentences' small words, or ending one (a
+    long header line is a row of names: "Params Tensor Pipeline Data Number Batch ...")."""
     s = line.strip()
-    return len(s) > max(60.0, 0.7 * typical) or (len(s) > 40 and bool(_SENTENCE_END.search(s)))
+    if len(s) > 40 and _SENTENCE_END.search(s):
+        return True
+    if len(s) <= max(60.0, 0.7 * typical):
+        return False
+    words = s.lower().split()
+    return sum(w in _STOPWORDS for w in words) >= 0.12 * len(words)
 
 
 def _runs(shapes: Sequence[int], lines: Sequence[str], typical: float) -> list[tuple[int, int]]:
@@ -134,6 +141,18 @@ def _fragment(line: str, typical: float) -> bool:
 
 
 def _names(text: str) -> list[str]:
+    """A header line's names: words, a unit in parentheses kept with the name before it
+    ("TDP (W)"), citations dropped."""
+    names: list[str] = []
+    for word in _CITATION.sub(" ", text).replace("|", " ").split():
+        if names and word.startswith("(") and word.endswith(")") and not names[-1].endswith(")"):
+            names[-1] = f"{names[-1]} {word}"
+        else:
+            names.append(word)
+    return names
+
+
+def _words(text: str) -> list[str]:
     return _CITATION.sub(" ", text).replace("|", " ").split()
 
 
@@ -141,9 +160,23 @@ def _names(text: str) -> list[str]:
 _STOPWORDS = frozenset("a an and are as at be by for from in is it of on or that the this to was we were with".split())
 
 
+MAX_NAME_CHARS = 40
+
+
 def _plausible(names: Sequence[str]) -> bool:
-    """Column names, not a row of numbers or a piece of a sentence."""
-    return all(not _is_numeric(n) and n.lower() not in _STOPWORDS for n in names)
+    """Column names, not a row of numbers, a figure's axis or a piece of a sentence."""
+
+    def name(n: str) -> bool:
+        words = n.split()
+        return (
+            bool(words)
+            and len(n) <= MAX_NAME_CHARS
+            and not all(_is_numeric(w) or len(w) == 1 for w in words)
+            and n.lower() not in _STOPWORDS
+            and not re.search(r"[:;,]($|\s)", n)
+        )
+
+    return all(name(n) for n in names)
 
 
 def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
@@ -163,20 +196,24 @@ def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] |
         return None
 
     per_line = [_names(h) for h in header]
-    whole = fit([n for names in per_line for n in names])
+    whole = fit(_names(" ".join(header))) or fit(_words(" ".join(header)))
     if whole is not None:
         return whole
+    per_line = [_words(h) for h in header]
     if 2 <= len(header) <= 3 and all(len(names) in (width, width + 1) for names in per_line):
         # one name per column on each header line ("Energy" over "(kWh)"); a line with one
         # more names the row labels first ("Model BERT 6B ..." over "finetune Transf. ...")
-        label = " ".join(names[0] for names in per_line if len(names) == width + 1)
+        labels = [names[0] for names in per_line if len(names) == width + 1]
         stacked = [names[len(names) - width :] for names in per_line]
         joined = [" ".join(parts) for parts in zip(*stacked, strict=True)]
-        if _plausible(joined) and (not label or _plausible([label])):
-            return label, tuple(joined)
+        units_above = any(n.startswith("(") for names in stacked[:-1] for n in names)
+        # "Params Learning ..." (N+1) over "(billion) Rate ..." (N): the unit may be the labels'
+        units_above |= bool(labels) and any(len(names) == width and names[0].startswith("(") for names in per_line)
+        if len(labels) <= 1 and not units_above and _plausible(joined) and _plausible(labels):
+            return (labels[0] if labels else ""), tuple(joined)
     if len(header) > 3:
         return _stacked_columns([" ".join(names) for names in per_line if names], width)
-    last = per_line[-1]
+    last = _names(header[-1])
     group_names = [n for names in per_line[:-1] for n in names]
     # Upper lines are a group over every value column ("inference energy (kWh)" over "task
     # mean std") only when they cannot be one name per column themselves, and read as a name.
@@ -258,8 +295,9 @@ def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) 
         s = lines[i].strip()
         if not s or _CAPTION.match(s) or _is_prose(s, typical) or _row_shape(s):
             break
-        if s[:1].islower() and _SENTENCE_END.search(s) and len(s.split()) <= 3:
-            break  # the end of a sentence wrapped onto its own line ("small."), not a header
+        before = lines[i - 1].strip() if i > 0 else ""
+        if _SENTENCE_END.search(s) and len(before) > 0.6 * typical and not _SENTENCE_END.search(before):
+            break  # the end of a long line's sentence wrapped onto its own line ("small."), not a header
         out.append(i)
         i -= 1
     return sorted(out)
@@ -287,10 +325,11 @@ def _caption_span(lines: Sequence[str], at: int, typical: float, stop: int) -> t
     return at, end
 
 
-def _rows(lines: Sequence[str], start: int, end: int, width: int) -> list[TableRow] | None:
-    """The run's rows, each with `width` cells; None when a row has fewer (not aligned)."""
+def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[str]) -> list[TableRow] | None:
+    """The run's rows, each with `width` cells; None when a row has fewer (not aligned).
+    `pending`: the first row's label, begun on the lines above it."""
     rows: list[TableRow] = []
-    pending: list[str] = []
+    pending = list(pending)
     for line in lines[start:end]:
         label, cells = numeric_tail(line)
         if len(cells) < 2:
@@ -322,7 +361,18 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         ceiling = runs[k + 1][0] if k + 1 < len(runs) else len(lines)
         width = statistics.mode(s for s in shapes[start:end] if s)
         above = _header_above(lines, start, floor, typical)
-        cols = _columns([lines[i] for i in above], width)
+        cols = None
+        label_lines: list[str] = []
+        # the lines just above the rows: the header, or (a short header) a row label's first part
+        for drop in range(min(2, len(above)) + 1 if len(above) <= 4 else 1):
+            kept = above[: len(above) - drop]
+            if any(len(lines[i].split()) > 3 or len(lines[i].strip()) > 25 for i in above[len(kept) :]):
+                break  # not the first part of a row's label
+            cols = _columns([lines[i] for i in kept], width)
+            if cols is not None:
+                label_lines = [lines[i].strip() for i in above[len(kept) :]]
+                above = kept + above[len(kept) :]
+                break
         below: list[int] = []
         if cols is None:
             below = _header_below(lines, end, ceiling, typical)
@@ -335,7 +385,7 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         if cap is not None:
             t_start, t_end = min(t_start, cap[0]), max(t_end, cap[1])
         caption = " ".join(ln.strip() for ln in lines[cap[0] : cap[1]]) if cap else ""
-        rows = _rows(lines, start, end, width) if cols is not None else None
+        rows = _rows(lines, start, end, width, label_lines) if cols is not None else None
         if cols is None and not caption and len(rows or []) < 3 and end - start < 3:
             continue  # two number lines with no caption and no header: not evidence of a table
         record = None

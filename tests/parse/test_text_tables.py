@@ -1,0 +1,139 @@
+"""Tables recovered from extracted text, on tables as the WattBot corpus prints them (pypdf
+text): each fails on main, where these lines were merged into the running paragraphs and a
+model had to count cells against a header 20 lines up."""
+
+from __future__ import annotations
+
+from kohaku_rag.parse.payload import paragraphs_with_tables
+from kohaku_rag.parse.sentences import split_sentences
+from kohaku_rag.parse.text_tables import split_tables
+from kohaku_rag.table_record import row_sentence
+from kohaku_rag.tree import Attachment, NodeKind, ParsedDocument, ParsedSection, build_tree
+
+PROSE = (
+    "variation between image generation models, depending on the size of image that they generate, and on the\n"
+    "number of denoising steps that each of the models carries out for every single image that it generates.\n"
+)
+# luccioni2024, Table 2: a two-row header (a group over "mean" and "std"), the caption after the table
+CAPTION_AFTER = (
+    PROSE + "inference energy (kWh)\n"
+    "task mean std\n"
+    "text classification 0.002 0.001\n"
+    "extractive QA 0.003 0.001\n"
+    "text generation 0.047 0.03\n"
+    "image generation 2.907 3.31\n"
+    "Table 2. Mean and standard deviation of energy per 1,000 queries for the ten tasks examined in our analysis.\n"
+    "We can also observe that there is a large variation in the amount of energy used, from the least energy-intensive\n"
+)
+
+
+def only(text: str):  # noqa: ANN201
+    tables = split_tables(text.splitlines())
+    assert len(tables) == 1, tables
+    return tables[0]
+
+
+def test_a_caption_after_the_table_and_a_header_over_two_lines() -> None:
+    table = only(CAPTION_AFTER)
+    record = table.record
+    assert record is not None and record.label == "Table 2"
+    assert record.caption.startswith("Table 2. Mean and standard deviation")
+    assert record.label_header == "task"
+    assert record.columns == ("inference energy (kWh) · mean", "inference energy (kWh) · std")
+    assert [(r.label, r.cells) for r in record.rows][2] == ("text generation", ("0.047", "0.03"))
+    assert row_sentence(record, record.rows[2]) == (
+        "Table 2 (Mean and standard deviation of energy per 1,000 queries for the ten tasks …)"
+        " · text generation · inference energy (kWh) mean: 0.047 · std: 0.03"
+    )
+
+
+def test_a_caption_above_and_a_header_broken_over_many_lines() -> None:
+    # li2025a, Table 3: each column's name on its own line, a citation under it
+    text = (
+        "Table 3: Carbon emissions of our proposed model, FLM-101B, and other well-known LLMs. For details, please see the\n"
+        "corresponding references. The definitions of TDP, nettCO 2e, and their formulas are the same as (Patterson 2021).\n"
+        "Model GPT-3\n(Brown et al. 2020)\nGopher\n(Rae et al. 2021)\nPaLM\n(Anil et al. 2023)\n"
+        "Llama-2\n(Touvron et al. 2023b)FLM-101B\n"
+        "Params 175B 280B 540B 70B 101B\n"
+        "Energy (MkWh) 1171 1066 3179 688 40\n"
+        "net tCO2e 552 380 271 291 26\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label == "Table 3" and record.caption.endswith("(Patterson 2021).")
+    assert record.label_header == "Model"
+    assert record.columns == ("GPT-3", "Gopher", "PaLM", "Llama-2", "FLM-101B")
+    assert record.rows[2].label == "net tCO2e" and record.rows[2].cells[-1] == "26"
+
+
+def test_a_header_stacked_one_word_a_line_and_rows_under_a_spanning_label() -> None:
+    # morrison2025, Table 3: the header printed column by column; a model's three request
+    # rates on three lines, its name on the first only; "258 bil." one cell
+    header = "Request\nfreq.\n(req / s)\nGPU\nPower\nUsage\n(kWh)\nCarbon\nEmissions\n(g CO2eq)\nSeconds\nper 100 req.\n"
+    rows = (
+        "Llama 3.2 1B ∞ 0.003 1.0 1.38 258 bil.\n"
+        "8 0.036 12.0 12.64 21.5 bil.\n"
+        "1 0.160 53.1 100.58 4.83 bil.\n"
+        "Qwen 2.5 7B ∞ 0.009 3.0 1.79 —\n"
+        "8 0.053 17.6 12.77 —\n"
+    )
+    record = only(PROSE + header + "# Inf. for\nCO2 equiv.\n" + rows + PROSE).record
+    assert record is not None
+    assert record.columns[:3] == ("Request freq. (req / s)", "GPU Power Usage (kWh)", "Carbon Emissions (g CO2eq)")
+    assert record.columns[-1] == "# Inf. for CO2 equiv."
+    assert [r.label for r in record.rows] == ["Llama 3.2 1B", "Llama 3.2 1B", "Llama 3.2 1B", "Qwen 2.5 7B", "Qwen 2.5 7B"]
+    second = record.rows[1]
+    assert second.cells[:2] == ("8", "0.036") and second.cells[-1] == "21.5 bil."
+    assert record.rows[4].cells[-1] == ""  # "—": no value
+
+
+def test_a_header_below_its_rows() -> None:
+    text = PROSE + "A100 400 312\nH100 700 989\nV100 300 125\nGPU TDP (W) TFLOPS\n" + PROSE
+    record = only(text).record
+    assert record is not None and record.label_header == "GPU"
+    assert record.columns == ("TDP (W)", "TFLOPS")
+    assert record.rows[1].label == "H100" and record.rows[1].cells == ("700", "989")
+
+
+def test_a_row_label_continued_on_a_second_line() -> None:
+    text = PROSE + "Model Energy Hours\nBLOOMz\n7B 51.6 10\nFlan-T5 3.1 2\nOPT 7.7 5\n" + PROSE
+    record = only(text).record
+    assert record is not None and record.rows[0].label == "BLOOMz 7B"
+    assert record.rows[0].cells == ("51.6", "10")
+
+
+def test_a_table_that_cannot_be_aligned_is_kept_as_its_lines() -> None:
+    # li2025a, Table 2: eight names spread over two header lines for eight cells, in a way no
+    # count can split: kept as text, never aligned by guess
+    text = (
+        "Table 2: Parallel strategies and throughput for different growth stages.\n"
+        "Params Tensor Pipeline Data Number Batch teraFLOP/s FLOPs\n"
+        "(billion) Parallel Size Parallel Size Parallel Size of GPUs Size per GPU Utilization\n"
+        "16 2 1 96 192 2304 162 51.90%\n51 4 2 24 192 2304 160 51.30%\n101 4 4 12 192 2160 165 52.88%\n" + PROSE
+    )
+    table = only(text)
+    assert table.record is None
+    assert table.text().splitlines()[0].startswith("Table 2: Parallel") and "101 4 4 12 192 2160 165 52.88%" in table.text()
+    paras = paragraphs_with_tables(text)
+    kept = [p for p in paras if p.attachment is Attachment.TABLE]
+    assert len(kept) == 1 and kept[0].table is None and "52.88%" in kept[0].text
+    assert not any("52.88%" in p.text for p in paras if p.attachment is Attachment.TEXT)
+
+
+def test_prose_with_numbers_is_not_a_table() -> None:
+    text = PROSE * 3 + "In 2019 the total was 12.5 and in 2020 it was 14.0 for the same region overall.\n" + PROSE
+    assert split_tables(text.splitlines()) == []
+
+
+def test_a_table_in_the_tree_is_a_paragraph_with_a_node_per_row() -> None:
+    paras = paragraphs_with_tables(CAPTION_AFTER, page=6)
+    doc = ParsedDocument("luccioni2024", "Power Hungry Processing", [ParsedSection("Results", paras, page=6)])
+    nodes = build_tree(doc, split_sentences)
+    table = next(n for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.TABLE)
+    assert table.text.splitlines()[0].startswith("Table 2. Mean and standard deviation")
+    assert "text generation · inference energy (kWh) mean: 0.047 · std: 0.03" in table.text.splitlines()
+    rows = [n for n in nodes if n.parent_id == table.node_id]
+    assert rows[0].text.startswith("Table 2. Mean")  # the caption, then one node per row
+    assert rows[3].node_id == f"{table.node_id}:s4" and "text generation" in rows[3].text
+    assert rows[3].text.startswith("Table 2 (Mean and standard deviation")
+    # the prose around it stays prose
+    assert any(n.attachment is Attachment.TEXT and "denoising steps" in n.text for n in nodes)
