@@ -144,16 +144,16 @@ def _names(text: str) -> list[str]:
     """A header line's names: words, a unit in parentheses kept with the name before it
     ("TDP (W)"), citations dropped."""
     names: list[str] = []
-    for word in _CITATION.sub(" ", text).replace("|", " ").split():
-        if names and word.startswith("(") and word.endswith(")") and not names[-1].endswith(")"):
-            names[-1] = f"{names[-1]} {word}"
+    for word in _words(text):
+        if names and (word.startswith("(") and word.endswith(")") and not names[-1].endswith(")") or names[-1] == "#"):
+            names[-1] = f"{names[-1]} {word}"  # "TDP (W)", "# Requests"
         else:
             names.append(word)
     return names
 
 
 def _words(text: str) -> list[str]:
-    return _CITATION.sub(" ", text).replace("|", " ").split()
+    return _PLUS_MINUS.sub("±", _CITATION.sub(" ", text).replace("|", " ")).split()
 
 
 # Words a column name is never made of alone: a "header" holding them is a prose fragment.
@@ -381,7 +381,8 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
                 below = []
         t_start = above[0] if above else start
         t_end = below[-1] + 1 if below else end
-        cap = _find_caption(lines, t_start, t_end, floor, ceiling, typical)
+        after_next = runs[k + 1][1] if k + 1 < len(runs) else None
+        cap = _find_caption(lines, t_start, t_end, floor, ceiling, typical, after_next)
         if cap is not None:
             t_start, t_end = min(t_start, cap[0]), max(t_end, cap[1])
         caption = " ".join(ln.strip() for ln in lines[cap[0] : cap[1]]) if cap else ""
@@ -404,10 +405,17 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
 
 
 def _find_caption(
-    lines: Sequence[str], start: int, end: int, floor: int, ceiling: int, typical: float
+    lines: Sequence[str],
+    start: int,
+    end: int,
+    floor: int,
+    ceiling: int,
+    typical: float,
+    after_next: int | None = None,
 ) -> tuple[int, int] | None:
     """The nearest "Table N" caption: just above the table (no prose between), or else right
-    after it, unless that one opens the next table (header lines follow it, then its rows)."""
+    after it, unless that one opens the next table (header lines follow it, then its rows,
+    and no caption follows those rows; `after_next`: where the next table's rows end)."""
     for i in range(start - 1, max(floor, start - MAX_CAPTION_DISTANCE) - 1, -1):
         if _CAPTION.match(lines[i]):
             span = _caption_span(lines, i, typical, start)
@@ -422,6 +430,9 @@ def _find_caption(
                 ceiling < len(lines)
                 and len(after) <= MAX_HEADER_LINES
                 and not any(_is_prose(ln, typical) for ln in after)
+                and not (
+                    after_next is not None and any(_CAPTION.match(ln) for ln in lines[after_next : after_next + 4])
+                )
             ):
                 return None  # the next table's caption, above its header
             return span
