@@ -44,6 +44,11 @@ class AskResult:
     cited: tuple[ContextItem, ...]  # node ids, pages and text of the supporting snippets
     prediction: Prediction  # attempts, tokens, seconds, the whole context
 
+    @property
+    def cells(self) -> list[str]:
+        """A value read from a table: "Table 2 · text generation · mean" (table, row, column)."""
+        return self.prediction.cited_cells()
+
     @classmethod
     def of(cls, question: str, pred: Prediction) -> AskResult:
         a = pred.answer

@@ -23,6 +23,7 @@ __all__ = [
     "TableRecord",
     "TableRow",
     "caption_label",
+    "cell_in_text",
     "column_stating",
     "record_from_arrow",
     "record_to_arrow",
@@ -141,6 +142,30 @@ def column_stating(table: TableRecord, row: int, value: str) -> str | None:
         got = _number(cell)
         if wanted is not None and got is not None and abs(got - wanted) <= 1e-9 * max(1.0, abs(wanted)):
             return name
+    return None
+
+
+def cell_in_text(text: str, value: str) -> tuple[str, str, str] | None:
+    """(table label, row label, column) of the cell stating `value` in a table's text as a
+    prompt shows it (`table_text`): the first row record with a "column: value" part equal
+    to it. None when no record states it (or the text is not a table's)."""
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    if not lines or not value.strip():
+        return None
+    label = caption_label(lines[0])
+    wanted = _number(value)
+    for line in lines[1:]:
+        parts = line.split(GROUP_SEP)
+        row = parts[0] if ":" not in parts[0] else ""
+        for part in parts[1 if row else 0 :]:
+            name, sep, cell = part.rpartition(": ")
+            if not sep:
+                continue
+            got = _number(cell)
+            if cell.strip() == value.strip() or (
+                wanted is not None and got is not None and abs(got - wanted) <= 1e-9 * max(1.0, abs(wanted))
+            ):
+                return label, row, name.strip()
     return None
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from kohaku_rag.answering.citing import states
 from kohaku_rag.evaluation.records import Answer
 from kohaku_rag.retrieval.context import ContextItem
+from kohaku_rag.table_record import GROUP_SEP, cell_in_text
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,18 @@ class Prediction:
         stating = [i for i in snippets if states(i.text, self.answer.answer_value)]
         return stating or snippets
 
+    def cited_cells(self) -> list[str]:
+        """Where a value read from a table came from, one per cited table stating it:
+        "Table 2 · text generation · mean" (table, row, column)."""
+        out = []
+        for item in self.cited():
+            if item.attachment != "table" or self.answer.is_blank:
+                continue
+            cell = cell_in_text(item.text, self.answer.answer_value)
+            if cell is not None:
+                out.append(GROUP_SEP.join(part for part in cell if part))
+        return out
+
     def as_row(self) -> dict[str, Any]:
         a = self.answer
         return {
@@ -77,6 +90,7 @@ class Prediction:
             "confidence": a.confidence,
             "working": self.working,
             "cited_nodes": [i.node_id for i in self.cited()],
+            "cited_cells": self.cited_cells(),
         }
 
 

@@ -157,7 +157,34 @@ def _words(text: str) -> list[str]:
 
 
 # Words a column name is never made of alone: a "header" holding them is a prose fragment.
-_STOPWORDS = frozenset("a an and are as at be by for from in is it of on or that the this to was we were with".split())
+_STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "with",
+    }
+)
 
 
 MAX_NAME_CHARS = 40

@@ -137,3 +137,20 @@ def test_a_table_in_the_tree_is_a_paragraph_with_a_node_per_row() -> None:
     assert rows[3].text.startswith("Table 2 (Mean and standard deviation")
     # the prose around it stays prose
     assert any(n.attachment is Attachment.TEXT and "denoising steps" in n.text for n in nodes)
+
+
+def test_a_cited_row_names_the_column_its_value_came_from() -> None:
+    from kohaku_rag.answering.prediction import Prediction
+    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.retrieval.context import ContextItem
+
+    record = only(CAPTION_AFTER).record
+    assert record is not None
+    from kohaku_rag.table_record import table_text
+
+    item = ContextItem("luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, table_text(record), "table")
+    answer = Answer(answer="0.03 kWh", answer_value="0.03", answer_unit="kWh", ref_id=("luccioni2024",),
+                    explanation="", is_blank=False, supporting_materials="")  # fmt: skip
+    pred = Prediction("q1", 0, 0, answer, 1, 1, 0, 0, 0, 0.0, 1, 0, context=(item,))
+    assert pred.cited_cells() == ["Table 2 · text generation · std"]
+    assert pred.as_row()["cited_cells"] == ["Table 2 · text generation · std"]
