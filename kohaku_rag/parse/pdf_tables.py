@@ -147,7 +147,7 @@ def find_page_tables(page: pymupdf.Page, lines: Sequence[Line], words: Sequence[
 
 
 def _column_span(grid: list[list[BBox | None]], j: int) -> tuple[float, float]:
-    cells = [r[j] for r in grid if j < len(r) and r[j] is not None]
+    cells = [c for r in grid if j < len(r) and (c := r[j]) is not None]
     return (min(c[0] for c in cells), max(c[2] for c in cells)) if cells else (0.0, 0.0)
 
 

@@ -152,9 +152,9 @@ class Documents:
             para = self.node(doc_id, node.parent_id)
         if para.table is not None:
             rows = [i for i in [row_index(para, node)] if i is not None]
-            parts = record_parts(para.table, value or "", rows)
             return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
-                    "parts": parts, "cell": cell_citation(para.table, value or "", rows)}  # fmt: skip
+                    "parts": record_parts(para.table, value or "", rows),
+                    "cell": cell_citation(para.table, value or "", rows)}  # fmt: skip
         if is_table(para) and value and stating_rows(para.text, value):
             return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
                     "parts": table_parts(para.text, value)}  # fmt: skip
