@@ -6,13 +6,16 @@ citation names the cell."""
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import numpy as np
 import pymupdf
 import pytest
 from asgi_server import serving
+from browser import chromium, chromium_missing
 from PIL import Image
+from serving_corpus import write_config
 
 import kohaku_rag as kr
 from kohaku_rag.indexing.steps import read_tree
@@ -144,3 +147,44 @@ def test_the_page_highlights_the_cell_its_row_label_and_its_column_header(energy
         "B · Energy (kWh): 41.0 · Hours: 30",
     ]
     assert text["cell"] == {"table": "Table 2", "row": "B", "column": "Energy (kWh)"}
+
+
+ENERGY_QUESTION = "How much device energy did run B use?"
+
+
+@pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
+def test_the_answer_card_names_the_cell_and_the_page_marks_it(
+    energy_pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails on main: the card said nothing of where in the table the value came from, and the
+    page marked the whole row. Set KOHAKU_SCREENSHOTS to a folder to keep the screenshots
+    (docs/images/table_cell_*.png come from this test)."""
+    import qa_server
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    lake = tmp_path / "lake"
+    assert not kr.index(energy_pdf.parent, lake, progress=lambda _m: None).failed
+    monkeypatch.setitem(qa_server.QUESTIONS, ENERGY_QUESTION, ("kWh", "41.0", "energy"))
+    shots = os.environ.get("KOHAKU_SCREENSHOTS")
+    with qa_server.QAServer() as qa, serving(build_app(ServeSettings(lake=lake))) as url, chromium() as driver:
+        write_config(lake, "fake", qa.base_url)
+        wait = WebDriverWait(driver, 30)
+        driver.get(url + "/")
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#config option[value=fake]"))
+        driver.find_element(By.ID, "config").send_keys("fake")
+        driver.find_element(By.ID, "question").send_keys(ENERGY_QUESTION)
+        driver.find_element(By.ID, "unit").send_keys("kWh")
+        driver.find_element(By.ID, "ask").click()
+        wait.until(ec.visibility_of_element_located((By.ID, "answer")))
+        assert driver.find_element(By.ID, "value").text == "41"  # the value as normalised
+        assert driver.find_element(By.ID, "cell").text == "Table 2, row B, column Energy (kWh)"
+        driver.find_element(By.CSS_SELECTOR, "#chips .chip").click()
+        wait.until(lambda d: d.execute_script("return document.getElementById('page').naturalWidth") > 0)
+        marks = [m.text.strip() for m in driver.find_elements(By.CSS_SELECTOR, "#evidence-text mark")]
+        assert "B · Energy (kWh): 41.0 · Hours: 30" in marks
+        assert "Table 2, row B, column Energy (kWh)" in driver.find_element(By.ID, "evidence-title").text
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "table_cell_card.png"))
+            driver.find_element(By.ID, "page").screenshot(str(Path(shots) / "table_cell_page.png"))
