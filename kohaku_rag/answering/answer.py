@@ -44,6 +44,14 @@ from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.answering.reply import parse_reply, reply_json, with_confidence
 from kohaku_rag.answering.stages import SINGLE, Stage, stage_for
 from kohaku_rag.answering.support_check import apply_support, support_logodds, support_request
+from kohaku_rag.answering.table_query import (
+    asks_over_table,
+    query_request,
+    run_query,
+    table_frame,
+    value_of,
+    with_query_value,
+)
 from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.evaluation.records import Answer, Question
@@ -244,6 +252,46 @@ def _context_and_value(run: _Run) -> Hashable:
     return tuple(i.node_id for i in run.items), run.answer.answer_value if run.answer is not None else ""
 
 
+def _query_tables(chat: ChatModel, question: Question, runs: Sequence[_Run]) -> None:
+    """A value computed by a query over a context table (table_query.py) replaces each run's
+    own, once per distinct context (counted and logged on the first run that read it). The
+    table is the first of the context kept as a record, preferring one the answer cites."""
+    groups: dict[tuple[str, ...], list[_Run]] = {}
+    for run in runs:
+        if not run.error and run.answer is not None:
+            groups.setdefault(tuple(i.node_id for i in run.items), []).append(run)
+    for group in groups.values():
+        first = group[0]
+        assert first.answer is not None
+        frames = [f for f in (table_frame(i) for i in first.items) if f is not None]
+        if not frames:
+            continue
+        cited = [f for f in frames if f.item.doc_id in first.answer.ref_id]
+        frame = (cited or frames)[0]
+        req = query_request(question, frame)
+        try:
+            res = chat.complete(req)
+        except BackendError as exc:
+            log.warning("%s: no table query (%s); the reply's answer stands", question.id, exc)
+            continue
+        _count(first, res)
+        value = value_of(run_query(res.text, frame))
+        first.log.append(
+            {
+                "attempt": first.attempts,
+                "kind": "table query",
+                "k": len(first.items),
+                "prompt": prompt_text(req),
+                "reply": f"{res.text}\n-> {value}",
+            }  # fmt: skip
+        )
+        if value is None:
+            continue
+        for run in group:
+            assert run.answer is not None
+            run.answer = with_query_value(run.answer, value, frame)
+
+
 def _check_support(chat: ChatModel, question: Question, gen: GenerationPart, runs: Sequence[_Run]) -> None:
     """Blank each answered run whose answer the context does not state, by the model's
     probabilities (support_check.py; one call per distinct context and answer, counted on
@@ -303,6 +351,8 @@ def answer_runs(
         pending = [r for r in pending if counts_as_blank(r.answer) and not r.error]
         if not pending:
             break
+    if cfg.generation.table_query == "sql" and not is_true_false(question) and asks_over_table(question):
+        _query_tables(chat, question, runs)
     if is_true_false(question):  # a statement's verdict, never a support check of "1"/"0"
         if cfg.generation.true_false_verdict == "probability":
             _decide_true_false(chat, question, cfg.generation, runs)

@@ -180,8 +180,15 @@ class GenerationPart:
     # answer_value a choice among the values the context's marked sentences state in that
     # unit (converted to it), "other", and with compute "computed"; "off": a free string.
     choose: Literal["off", "candidates"] = "off"
+    # Answers over a table (table_query.py): "sql" has the model write one DuckDB SELECT over
+    # a context table kept as a record, for a question whose wording counts, compares or takes
+    # an extreme; a single value it returns replaces the reply's and cites the table. The
+    # query sees that table alone (no files, no extensions, 2 s, 50 rows). "off": the reply's.
+    table_query: Literal["off", "sql"] = "off"
 
     def __post_init__(self) -> None:
+        if self.table_query not in ("off", "sql"):
+            raise ValueError(f"table_query {self.table_query!r} is not one of off, sql")
         if self.compute not in COMPUTES:
             raise ValueError(f"compute {self.compute!r} is not one of {', '.join(COMPUTES)}")
         if self.abstain not in ABSTAINS:
@@ -384,6 +391,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
             "abstain",
             "abstain_margin",
             "choose",
+            "table_query",
         ),
         # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",

@@ -68,7 +68,9 @@ def test_a_caption_above_and_a_header_broken_over_many_lines() -> None:
 def test_a_header_stacked_one_word_a_line_and_rows_under_a_spanning_label() -> None:
     # morrison2025, Table 3: the header printed column by column; a model's three request
     # rates on three lines, its name on the first only; "258 bil." one cell
-    header = "Request\nfreq.\n(req / s)\nGPU\nPower\nUsage\n(kWh)\nCarbon\nEmissions\n(g CO2eq)\nSeconds\nper 100 req.\n"
+    header = (
+        "Request\nfreq.\n(req / s)\nGPU\nPower\nUsage\n(kWh)\nCarbon\nEmissions\n(g CO2eq)\nSeconds\nper 100 req.\n"
+    )
     rows = (
         "Llama 3.2 1B ∞ 0.003 1.0 1.38 258 bil.\n"
         "8 0.036 12.0 12.64 21.5 bil.\n"
@@ -80,7 +82,13 @@ def test_a_header_stacked_one_word_a_line_and_rows_under_a_spanning_label() -> N
     assert record is not None
     assert record.columns[:3] == ("Request freq. (req / s)", "GPU Power Usage (kWh)", "Carbon Emissions (g CO2eq)")
     assert record.columns[-1] == "# Inf. for CO2 equiv."
-    assert [r.label for r in record.rows] == ["Llama 3.2 1B", "Llama 3.2 1B", "Llama 3.2 1B", "Qwen 2.5 7B", "Qwen 2.5 7B"]
+    assert [r.label for r in record.rows] == [
+        "Llama 3.2 1B",
+        "Llama 3.2 1B",
+        "Llama 3.2 1B",
+        "Qwen 2.5 7B",
+        "Qwen 2.5 7B",
+    ]
     second = record.rows[1]
     assert second.cells[:2] == ("8", "0.036") and second.cells[-1] == "21.5 bil."
     assert record.rows[4].cells[-1] == ""  # "—": no value
@@ -112,7 +120,10 @@ def test_a_table_that_cannot_be_aligned_is_kept_as_its_lines() -> None:
     )
     table = only(text)
     assert table.record is None
-    assert table.text().splitlines()[0].startswith("Table 2: Parallel") and "101 4 4 12 192 2160 165 52.88%" in table.text()
+    assert (
+        table.text().splitlines()[0].startswith("Table 2: Parallel")
+        and "101 4 4 12 192 2160 165 52.88%" in table.text()
+    )
     paras = paragraphs_with_tables(text)
     kept = [p for p in paras if p.attachment is Attachment.TABLE]
     assert len(kept) == 1 and kept[0].table is None and "52.88%" in kept[0].text

@@ -1,0 +1,58 @@
+"""table_query = "sql": a context table loaded into DuckDB alone, the model's SELECT run with
+no file, network or extension access and a time limit, a single value read back."""
+
+from __future__ import annotations
+
+import time
+
+from kohaku_rag.answering.table_query import asks_over_table, query_request, run_query, table_frame, value_of
+from kohaku_rag.evaluation.records import Question
+from kohaku_rag.retrieval.context import ContextItem
+
+TABLE = """Table 2. Mean and standard deviation of energy per 1,000 queries.
+(rows: task)
+text classification · inference energy (kWh) mean: 0.002 · std: 0.001
+text generation · inference energy (kWh) mean: 0.047 · std: 0.03
+image generation · inference energy (kWh) mean: 2.907 · std: 3.31"""
+
+
+def frame():  # noqa: ANN201
+    found = table_frame(ContextItem("luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, TABLE, "table"))
+    assert found is not None
+    return found
+
+
+def test_a_table_record_becomes_named_typed_columns() -> None:
+    f = frame()
+    assert f.columns == ("inference energy (kWh) mean", "std")
+    assert f.rows[1] == ("text generation", {"inference energy (kWh) mean": "0.047", "std": "0.03"})
+    prompt = query_request(Question("q", "Which task uses the most energy?", "is_blank"), f).messages[1].content
+    assert "inference_energy_kwh_mean DOUBLE  -- inference energy (kWh) mean" in prompt
+    assert "text generation | 0.047 | 0.03" in prompt
+
+
+def test_a_query_answers_a_count_or_an_extreme() -> None:
+    f = frame()
+    assert value_of(
+        run_query("```sql\nSELECT row FROM t ORDER BY inference_energy_kwh_mean DESC LIMIT 1;\n```", f)
+    ) == ("image generation")
+    assert value_of(run_query("SELECT count(*) FROM t WHERE std > 0.01", f)) == "2"
+    assert value_of(run_query("SELECT max(std) - min(std) FROM t", f)) == "3.309"
+    assert value_of(run_query("SELECT row FROM t", f)) is None  # several values: the reply's own stands
+
+
+def test_the_query_sees_the_table_alone_and_is_cut_off() -> None:
+    f = frame()
+    assert run_query("SELECT * FROM read_csv('/etc/passwd')", f) is None
+    assert run_query("SELECT * FROM 'https://example.com/x.parquet'", f) is None
+    assert run_query("SELECT 1; INSTALL httpfs; LOAD httpfs", f) == [(1,)]  # only the first statement runs
+    assert run_query("DROP TABLE t", f) is None  # not a SELECT
+    started = time.perf_counter()
+    assert run_query("SELECT count(*) FROM range(100000000000) a, range(100000000000) b", f) is None
+    assert time.perf_counter() - started < 10
+
+
+def test_only_questions_that_count_compare_or_pick_an_extreme() -> None:
+    assert asks_over_table(Question("q", "Which task used the most energy per query?", "kWh"))
+    assert asks_over_table(Question("q", "How many models emit more than 10 g?", "models"))
+    assert not asks_over_table(Question("q", "What was the PUE of the data center?", "PUE"))
