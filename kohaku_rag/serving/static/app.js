@@ -106,7 +106,8 @@ function showStage(stage, info) {
   }
   if (stage === "done") list.lastChild.className = "past";
   // The live reply belongs to the answering stage: a new stage (a retry's planning) starts it afresh.
-  if (stage !== "answering") { $("live-reply").textContent = ""; $("live-reply").hidden = true; }
+  if (stage !== "answering") stopLive();
+  else if (!live.timer) startLive();
 }
 
 // A failure marks the stage it happened in (or the first one, before any stage began).
@@ -114,14 +115,75 @@ function showStageError() {
   const list = $("progress");
   const at = list.querySelector("li.now") || list.querySelector("li:not(.past)");
   if (at) { at.className = "error"; at.textContent = at.dataset.stage + " failed"; }
+  stopLive();
+}
+
+// The live reply: the model writes JSON, but the asker reads its prose (the quoted evidence,
+// the explanation, the answer) as it is written, under a clock of how long the model has been
+// at it, since a CPU model reads its prompt for seconds before its first word.
+const live = { raw: "", started: 0, timer: null };
+
+function startLive() {
+  live.raw = "";
+  live.started = Date.now();
+  $("live-text").replaceChildren();
+  $("live-reply").hidden = false;
+  tickLive();
+  live.timer = setInterval(tickLive, 1000);
+}
+
+function stopLive() {
+  clearInterval(live.timer);
+  live.timer = null;
+  live.raw = "";
+  $("live-text").replaceChildren();
   $("live-reply").hidden = true;
 }
 
+function tickLive() {
+  const seconds = Math.floor((Date.now() - live.started) / 1000);
+  const doing = live.raw ? "writing" : "reading the question and its context";
+  $("live-status").textContent = "The model has been at it for " + seconds + " s: " + doing + "…";
+}
+
 function showReply(text) {
-  const box = $("live-reply");
-  box.hidden = false;
-  box.textContent += text;
-  box.scrollTop = box.scrollHeight;
+  if (!live.timer) startLive();
+  live.raw += text;
+  tickLive();
+  const prose = replyProse(live.raw);
+  const parts = [];
+  if (prose.question) parts.push(el("p", { textContent: "Rewritten: " + prose.question }));
+  if (prose.evidence) parts.push(el("blockquote", { textContent: prose.evidence }));
+  if (prose.explanation) parts.push(el("p", { textContent: prose.explanation }));
+  if (prose.answer) parts.push(el("p", { className: "live-answer", textContent: prose.answer }));
+  $("live-text").replaceChildren(...parts);
+}
+
+// The string fields a reader wants from a JSON reply still being written, each decoded as far
+// as it has come (a field cut mid-string shows what is there).
+function replyProse(raw) {
+  const out = {};
+  const key = /"(evidence|explanation|answer|question)"\s*:\s*"/g;
+  let m;
+  while ((m = key.exec(raw))) {
+    let i = key.lastIndex, text = "";
+    for (; i < raw.length && raw[i] !== '"'; i++) {
+      if (raw[i] !== "\\") { text += raw[i]; continue; }
+      const next = raw[i + 1];
+      if (next === undefined) break;
+      if (next === "u") {
+        if (i + 6 > raw.length) break;
+        text += String.fromCharCode(parseInt(raw.slice(i + 2, i + 6), 16));
+        i += 5;
+      } else {
+        text += { n: "\n", t: " ", r: "", b: "", f: "" }[next] ?? next;
+        i += 1;
+      }
+    }
+    out[m[1]] = text;
+    key.lastIndex = i + 1;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- asking
