@@ -357,6 +357,10 @@ class AnswerService:
             "node_id": item.node_id,
             "sentence_id": sentence_id,
             "page": item.page,
+            # What tells a document's passages apart on a button (a phone has no tooltip).
+            "section": item.section,
+            # Whether the passage states the answer's value: the page lists it first.
+            "states_value": states_value(item.text, value),
             "title": title,
             "url": url,
             "text": item.text,

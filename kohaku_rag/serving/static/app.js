@@ -306,7 +306,9 @@ function showAnsweredAs(standalone, asked) {
   box.hidden = !box.textContent;
 }
 
-// One chip per document, listing the pages its cited snippets are on.
+// One chip per document, listing the pages its cited snippets are on. The evidence that
+// states the answer's value comes first (its document, then within it its passage); the
+// rest follow by page, so the buttons read in the document's order.
 function citedDocuments(cited) {
   const docs = [];
   for (const c of cited) {
@@ -314,7 +316,39 @@ function citedDocuments(cited) {
     if (!d) { d = { doc_id: c.doc_id, title: c.title || c.doc_id, snippets: [] }; docs.push(d); }
     d.snippets.push(c);
   }
-  return docs;
+  const stating = (d) => d.snippets.some((c) => c.states_value);
+  for (const d of docs) d.snippets = evidenceOrder(d.snippets);
+  return docs.filter(stating).concat(docs.filter((d) => !stating(d)));
+}
+
+function evidenceOrder(snippets) {
+  const first = snippets.find((c) => c.states_value);
+  const rank = (c) => [first && c.page === first.page ? 0 : 1, c.states_value ? 0 : 1, c.page == null ? Infinity : c.page];
+  const keyed = snippets.map((c, i) => ({ c, i, r: rank(c) }));
+  keyed.sort((a, b) => a.r[0] - b.r[0] || a.r[1] - b.r[1] || (a.r[2] - b.r[2] || 0) || a.i - b.i);
+  return keyed.map((k) => k.c);
+}
+
+// A passage's button label: its section heading, else its opening words (a phone has no
+// tooltip to tell two passages of one page apart). Passages that would share a label get
+// their opening words instead, as many as it takes to tell them apart, else a number.
+function firstWords(text, n) {
+  const words = (text || "").replace(/\s+/g, " ").trim().split(" ");
+  return words.slice(0, n).join(" ") + (words.length > n ? "…" : "");
+}
+
+function passageLabels(snippets) {
+  const labels = snippets.map((c) => c.section || firstWords(c.text, 5));
+  for (const label of new Set(labels)) {
+    const same = labels.map((l, i) => (l === label ? i : -1)).filter((i) => i >= 0);
+    if (same.length < 2) continue;
+    let n = 4;
+    const words = () => same.map((i) => firstWords(snippets[i].text, n));
+    while (n < 12 && new Set(words()).size < same.length) n += 1;
+    const distinct = new Set(words()).size === same.length;
+    same.forEach((i, k) => { labels[i] = distinct ? firstWords(snippets[i].text, n) : label + " (" + (k + 1) + ")"; });
+  }
+  return labels;
 }
 
 function pagesText(d) {
@@ -358,16 +392,26 @@ function timeText(r) {
   return r.seconds.toFixed(1) + " s" + (waited >= 0.1 ? " (" + waited.toFixed(1) + " s of it in the queue)" : "");
 }
 
+// The document's passages as buttons grouped under their page, the value's passage first.
 function openDocument(d) {
   const tabs = $("evidence-pages");
   tabs.replaceChildren();
   if (d.snippets.length > 1) {
+    const labels = passageLabels(d.snippets);
+    const buttons = [];
+    let group = null;
     d.snippets.forEach((c, i) => {
-      const tab = el("button", { type: "button", className: "page-tab", textContent: c.page ? "p. " + c.page : "passage " + (i + 1), title: c.quote });
-      tab.addEventListener("click", () => { for (const x of tabs.children) x.classList.remove("active"); tab.classList.add("active"); openEvidence(c); });
-      tabs.append(tab);
+      const where = c.page ? "p. " + c.page : "passages";
+      if (!group || group.dataset.page !== where) {
+        group = el("div", { className: "page-group", dataset: { page: where } }, [el("span", { className: "page-label", textContent: where })]);
+        tabs.append(group);
+      }
+      const tab = el("button", { type: "button", className: "page-tab" + (c.states_value ? " states" : ""), textContent: labels[i], title: c.quote });
+      tab.addEventListener("click", () => { for (const x of buttons) x.classList.remove("active"); tab.classList.add("active"); openEvidence(c); });
+      buttons.push(tab);
+      group.append(tab);
     });
-    tabs.firstChild.classList.add("active");
+    buttons[0].classList.add("active");
   }
   openEvidence(d.snippets[0]);
 }
