@@ -162,3 +162,29 @@ def test_the_passage_stating_the_value_comes_first(tmp_path: Path, qa) -> None:
         first = driver.find_element(By.CSS_SELECTOR, "#evidence-pages .page-tab")
         assert "active" in first.get_attribute("class") and "states" in first.get_attribute("class")
         assert "0.18" in driver.find_element(By.CSS_SELECTOR, "#evidence-text mark").text
+
+
+def test_the_card_says_a_follow_up_was_answered_as_typed_and_lists_each_document_once(app, qa) -> None:
+    # Failed on main: a failed rewrite went unsaid, the card's answer line repeated its value
+    # ("0.18 L/kWh" under "0.18 L/kWh"), and the "wrong" form listed the cited document twice.
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with serving(app) as url, chromium() as driver:
+        wait = WebDriverWait(driver, 30)
+        _ask(driver, url, WATER_QUESTION, "L/kWh")
+        wait.until(ec.visibility_of_element_located((By.ID, "answer")))
+        assert driver.find_element(By.ID, "value").text == "0.18"
+        assert not driver.find_element(By.ID, "answer-text").text  # only the value and unit: not again
+        driver.find_element(By.ID, "fb-wrong").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#fb-ref optgroup[label='other documents'] option"))
+        values = [o.get_attribute("value") for o in driver.find_elements(By.CSS_SELECTOR, "#fb-ref option")]
+        assert values.count("water") == 1 and len(values) == len(set(values)), values
+        qa.rewrite_fails = True
+        driver.find_element(By.ID, "follow-up").click()
+        driver.find_element(By.ID, "question").send_keys("How many watts did the A100 GPU draw?")
+        driver.find_element(By.ID, "ask").click()
+        wait.until(lambda d: d.find_element(By.ID, "value").text == "400")
+        notice = driver.find_element(By.ID, "answered-as")
+        assert notice.is_displayed() and notice.text.startswith("answered as typed: the rewrite failed"), notice.text

@@ -253,7 +253,7 @@ async function readEvents(res) {
       const payload = JSON.parse(data);
       if (name === "answer") {
         setUrl({ q: payload.question, config: payload.config, unit: $("unit").value.trim(), answer: payload.answer_id });
-        if (payload.standalone_question) showAnsweredAs(payload.standalone_question, payload.question);
+        if (payload.standalone_question) showAnsweredAs(payload.standalone_question, payload.question, payload.rewrite_failed);
       } else if (name === "progress" && payload.reply !== undefined) showReply(payload.reply);
       else if (name === "progress") showStage(payload.stage, payload);
       else if (name === "done") { showStage("done"); return payload; }
@@ -300,10 +300,21 @@ function renderHistory() {
 
 function unitText(r) { return r.unit && r.unit !== "is_blank" ? r.unit : ""; }
 
-function showAnsweredAs(standalone, asked) {
+// A follow-up is answered as the model rewrote it; when the rewrite failed it is answered as
+// typed, and the asker is told so (it may lean on a turn the answerer does not see).
+function showAnsweredAs(standalone, asked, rewriteFailed) {
   const box = $("answered-as");
-  box.textContent = standalone && standalone !== asked ? "answered as: " + standalone : "";
+  box.textContent = rewriteFailed ? "answered as typed: the rewrite failed (" + rewriteFailed + ")"
+    : standalone && standalone !== asked ? "answered as: " + standalone : "";
   box.hidden = !box.textContent;
+}
+
+// The answer line, unless it only repeats the value and unit the card shows above it.
+function answerLine(r) {
+  if (r.is_blank || !r.answer) return "";
+  const squash = (t) => (t || "").toLowerCase().replace(/[\s.,;:]+/g, "");
+  const rest = squash(r.answer).replace(squash(r.value), "").replace(squash(unitText(r)), "");
+  return rest ? r.answer : "";
 }
 
 // One chip per document, listing the pages its cited snippets are on. The evidence that
@@ -360,10 +371,10 @@ function pagesText(d) {
 function showAnswer(r) {
   current = r;
   $("answer").hidden = false;
-  showAnsweredAs(r.standalone_question, r.asked || r.question);
+  showAnsweredAs(r.standalone_question, r.asked || r.question, r.rewrite_failed);
   $("value").textContent = r.is_blank ? "No answer in the documents" : r.value;
   $("unit-out").textContent = r.is_blank ? "" : unitText(r);
-  $("answer-text").textContent = r.is_blank ? "" : r.answer;
+  $("answer-text").textContent = answerLine(r);
   $("explanation").textContent = r.explanation && r.explanation !== "is_blank" ? r.explanation : "";
   const chips = $("chips");
   chips.replaceChildren();
@@ -466,11 +477,19 @@ function newConversation() { conversation = []; renderConversation(); }
 function fillFeedbackRefs(r) {
   const select = $("fb-ref");
   select.replaceChildren(el("option", { value: "", textContent: "(none)" }));
-  for (const d of citedDocuments(r.cited)) select.append(el("option", { value: d.doc_id, textContent: d.title }));
-  api("/api/documents").then((res) => res.json()).then((body) => {
-    const group = el("optgroup", { label: "any document" });
-    for (const d of body.documents) group.append(el("option", { value: d.doc_id, textContent: d.title || d.doc_id }));
+  const cited = citedDocuments(r.cited);
+  if (cited.length) {
+    const group = el("optgroup", { label: "cited" });
+    for (const d of cited) group.append(el("option", { value: d.doc_id, textContent: d.title }));
     select.append(group);
+  }
+  api("/api/documents").then((res) => res.json()).then((body) => {
+    // each document once: the cited ones are listed above
+    const group = el("optgroup", { label: "other documents" });
+    for (const d of body.documents) {
+      if (!cited.some((c) => c.doc_id === d.doc_id)) group.append(el("option", { value: d.doc_id, textContent: d.title || d.doc_id }));
+    }
+    if (group.children.length) select.append(group);
   }).catch(() => { /* the cited ones are enough */ });
 }
 
