@@ -375,6 +375,7 @@ def served_versions(lake: Lake) -> dict[str, str]:
 @sensor(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
+    asset_selection=[SERVED],  # listed under the asset's Automations, like served_feedback_sensor
     description="Registers each day `kohaku serve` answered questions as a `served_answers` partition and records "
     "the day's rows as its materialization when the file changes (no run is launched: it reads one small file).",
 )
@@ -408,6 +409,9 @@ def feedback_version(lake: Lake) -> str:
 @sensor(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
+    # The asset it records, so the asset's page lists it under Automations (it launches no
+    # run: the target only names what it keeps up to date).
+    asset_selection=[FEEDBACK],
     description="Records `served_feedback` (the verdicts users gave on served answers and the `feedback` question "
     "set the server rebuilt from them) as a materialization when users said something new (no run is launched).",
 )
