@@ -208,6 +208,7 @@ def test_the_leaderboard_lists_a_config_that_failed_as_failed_with_its_reason(en
     instance_for(settings.lake.root).add_dynamic_partitions("configs", ["broken"])  # as configs_sensor does
     result = run_job(settings, "answer_config", "broken")  # what a sensor's run request starts
     assert not result.success
+    assert result.dagster_run.tags["user"] == "kohaku eval --config broken"  # "Launched by" on the Runs page
     run_config(settings, "a", progress=quiet)
     instance = instance_for(settings.lake.root)
     event = instance.get_latest_materialization_event(AssetKey("leaderboard"))
