@@ -11,7 +11,6 @@ from dagster import (
     RunsFilter,
     asset,
 )
-from dagster._core.storage.tags import PARTITION_NAME_TAG
 
 from kohaku_assets.assets.answering import scores
 from kohaku_assets.assets.ensembles import cross_ensemble
@@ -24,6 +23,8 @@ from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
 from kohaku_rag.lake import Lake, write_parquet_atomic
 
+# The tag Dagster gives a partitioned run (its public name has no public import).
+PARTITION_TAG = "dagster/partition"
 # eager() waits while any dep is missing: with one partition of `scores` or of
 # `cross_ensemble` never materialized (a spec not voted yet) it never fires.
 REFRESH_WHEN = after_deps_update("refresh after any score update")
@@ -78,7 +79,7 @@ def failed_configs(instance: DagsterInstance, lake: Lake, rows: list[dict]) -> d
     scored = {str(r["config"]) for r in rows}
     out = {}
     for name in sorted(set(config_files(configs_dir(lake))) - scored):
-        runs = instance.get_runs(RunsFilter(job_name="answer_config", tags={PARTITION_NAME_TAG: name}), limit=1)
+        runs = instance.get_runs(RunsFilter(job_name="answer_config", tags={PARTITION_TAG: name}), limit=1)
         if runs and runs[0].status is DagsterRunStatus.FAILURE:
             out[name] = _failure_reason(instance, runs[0].run_id)
     return out

@@ -217,7 +217,9 @@ class AnswerService:
                     chat = self.rag().models.chat(named.config.generation.llm, self.lake)
                     rewrite = rewrite_followup(asked, history, chat)
                     standalone, rewrite_failed = rewrite.question, rewrite.failure
-                    told = {"standalone_question": standalone} | ({"rewrite_failed": rewrite_failed} if rewrite_failed else {})
+                    told: dict[str, str] = {"standalone_question": standalone}
+                    if rewrite_failed:  # answered as typed: the asker is told why
+                        told["rewrite_failed"] = rewrite_failed
                     loop.call_soon_threadsafe(progress, told)
                     found = self._prepare(standalone, unit, config)
                     if found[2] is not None:

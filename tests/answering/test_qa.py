@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import duckdb
-import kohaku_rag
 import pyarrow.parquet as pq
 import pytest
 from chat_server import ChatServer, Fault
@@ -18,6 +17,7 @@ from dagster import RunsFilter
 from qa_server import response_schema as _schema
 from qa_server import true_false_case
 
+import kohaku_rag
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.instance import instance_for
 from kohaku_assets.runner import resources_for, run_config, run_ensemble

@@ -56,7 +56,7 @@ def test_the_live_reply_reads_as_prose_under_a_clock(app, qa) -> None:
         assert not driver.find_element(By.ID, "answer").is_displayed()
         shown = driver.find_element(By.ID, "live-text").text
         assert "{" not in shown and '"' not in shown and "explanation" not in shown, shown
-        _screenshot(driver, "ask-live-reply.png")
+        _screenshot(driver, "ask_page_live_reply.png")
         status = driver.find_element(By.ID, "live-status").text
         assert re.search(r"at it for \d+ s", status), status
         wait.until(lambda d: "L/kWh" in d.find_element(By.ID, "live-text").text)  # the answer as written
@@ -81,8 +81,14 @@ def _paged_water(stated: str) -> str:
     for n, title in enumerate(_SECTIONS, 1):
         lines.append(f"## {n} {title}\n")
         for k in range(4):
-            value = f" The water usage effectiveness was {stated} liters per kWh in 2023." if (n, k) in ((3, 1), (1, 0)) else ""
-            lines.append(f"The water usage effectiveness section {n} paragraph {k} discusses liters per kWh. {_FILLER}{value}\n")
+            value = (
+                f" The water usage effectiveness was {stated} liters per kWh in 2023."
+                if (n, k) in ((3, 1), (1, 0))
+                else ""
+            )
+            lines.append(
+                f"The water usage effectiveness section {n} paragraph {k} discusses liters per kWh. {_FILLER}{value}\n"
+            )
     return "\n".join(lines)
 
 
@@ -137,7 +143,7 @@ def test_evidence_buttons_are_grouped_by_page_and_tell_passages_apart(tmp_path: 
         assert not any(re.fullmatch(r"p\. \d+", label) for label in labels), groups
         assert "1 Cooling towers" in labels, groups  # a section heading names a passage
         if phone:
-            _screenshot(driver, "ask-evidence-phone.png")
+            _screenshot(driver, "ask_page_evidence_phone.png")
             overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, overflow  # nothing sticks out sideways on a phone
             for button in driver.find_elements(By.CSS_SELECTOR, "#evidence-pages .page-tab"):
