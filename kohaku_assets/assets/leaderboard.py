@@ -1,5 +1,7 @@
 """The leaderboard: every scored config and ensemble in one Parquet table."""
 
+from collections.abc import Collection
+
 import pyarrow as pa
 from dagster import (
     AssetExecutionContext,
@@ -96,9 +98,9 @@ def _failure_reason(instance: DagsterInstance, run_id: str) -> str:
     return "the run failed (see its logs)"
 
 
-def not_scored(lake: Lake, rows: list[dict], failed: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+def not_scored(lake: Lake, rows: list[dict], failed: Collection[str] = ()) -> str:
     """The configs in the configs folder with no row yet and no failed run, and how to run one."""
-    names = sorted(set(config_files(configs_dir(lake))) - {str(r["config"]) for r in rows} - failed)
+    names = sorted(set(config_files(configs_dir(lake))) - {str(r["config"]) for r in rows} - set(failed))
     if not names:
         return ""
     return (
