@@ -56,10 +56,11 @@ def test_the_live_reply_reads_as_prose_under_a_clock(app, qa) -> None:
         assert not driver.find_element(By.ID, "answer").is_displayed()
         shown = driver.find_element(By.ID, "live-text").text
         assert "{" not in shown and '"' not in shown and "explanation" not in shown, shown
-        _screenshot(driver, "ask_page_live_reply.png")
         status = driver.find_element(By.ID, "live-status").text
         assert re.search(r"at it for \d+ s", status), status
-        wait.until(lambda d: "L/kWh" in d.find_element(By.ID, "live-text").text)  # the answer as written
+        wait.until(lambda d: "0.18" in d.find_element(By.ID, "live-text").text)  # the answer as written
+        _screenshot(driver, "ask_page_live_reply.png")
+        wait.until(lambda d: "L/kWh" in d.find_element(By.ID, "live-text").text)
         wait.until(ec.visibility_of_element_located((By.ID, "answer")))
         assert not driver.find_element(By.ID, "live-reply").is_displayed()  # the card replaces it
         logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
@@ -143,6 +144,7 @@ def test_evidence_buttons_are_grouped_by_page_and_tell_passages_apart(tmp_path: 
         assert not any(re.fullmatch(r"p\. \d+", label) for label in labels), groups
         assert "1 Cooling towers" in labels, groups  # a section heading names a passage
         if phone:
+            driver.execute_script("document.getElementById('evidence').scrollIntoView()")
             _screenshot(driver, "ask_page_evidence_phone.png")
             overflow = driver.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, overflow  # nothing sticks out sideways on a phone
