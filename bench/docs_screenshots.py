@@ -29,6 +29,7 @@ PAGES = {
     "docs_home.png": "",
     "docs_tutorial.png": "tutorial/",
     "docs_config_reference.png": "reference/config/",
+    "docs_http_api.png": "reference/http-api/",
 }
 
 

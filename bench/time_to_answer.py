@@ -188,7 +188,9 @@ def question_scores(files: list[Path], rows: list[dict]) -> dict[str, float]:
     asked = {r["id"] for r in rows}
     gold = [q for path in files for q in load_questions(path) if q.id in asked]
     preds = {
-        r["id"]: Answer(r["answer"], r["value"], r["unit"], tuple(r["refs"]), is_blank=r["is_blank"]) for r in rows
+        # the API's unit is null when none was asked; the scorer's records spell it is_blank
+        r["id"]: Answer(r["answer"], r["value"], r["unit"] or "is_blank", tuple(r["refs"]), is_blank=r["is_blank"])
+        for r in rows
     }
     return {row.id: row.total for row in score_predictions(gold, preds).rows}
 

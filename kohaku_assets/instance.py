@@ -21,7 +21,7 @@ from kohaku_rag.lake import Lake, write_bytes_atomic
 # The instance's settings. Run monitoring lets `kohaku ui`'s daemon fail runs whose worker
 # died (a kill -9, an OOM) instead of showing them STARTED forever; runs of `kohaku index`
 # (in-process, no run worker to watch) are failed by `fail_orphaned_runs` instead.
-INSTANCE_YAML = """telemetry:
+_PRE_NUX_YAML = """telemetry:
   enabled: false
 run_monitoring:
   enabled: true
@@ -29,6 +29,9 @@ run_monitoring:
   max_resume_run_attempts: 0
   poll_interval_seconds: 60
 """
+# nux: off, so `kohaku ui`'s first visit opens on the lake, not on Dagster's newsletter sign-up
+# (a local tool asks nothing of its user).
+INSTANCE_YAML = _PRE_NUX_YAML + "nux:\n  enabled: false\n"
 # What earlier versions wrote; replaced by INSTANCE_YAML (a file edited by hand is kept).
 _OLD_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 # A run launched from the UI, a sensor, the automation sensor or a backfill waits in the run
@@ -59,13 +62,15 @@ def instance_for(lake_root: Path) -> DagsterInstance:
     # a file we wrote follows it, a file edited by hand is kept.
     wanted = instance_yaml()
     with_queue = "run_queue:\n" + QUEUE_YAML
-    earlier = (INSTANCE_YAML, INSTANCE_YAML + cluster.postgres_yaml())  # before the dequeue interval
-    ours = (
-        "",
-        _OLD_INSTANCE_YAML,
-        *earlier,
-        INSTANCE_YAML + with_queue,
-        INSTANCE_YAML + cluster.postgres_yaml().replace("run_queue:\n", with_queue, 1),
+    ours = ("", _OLD_INSTANCE_YAML) + tuple(
+        version
+        for base in (_PRE_NUX_YAML, INSTANCE_YAML)
+        for version in (
+            base,  # before the dequeue interval
+            base + cluster.postgres_yaml(),
+            base + with_queue,
+            base + cluster.postgres_yaml().replace("run_queue:\n", with_queue, 1),
+        )
     )
     current = config.read_text(encoding="utf-8") if config.exists() else ""
     if current in ours and current != wanted:

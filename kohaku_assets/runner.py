@@ -151,6 +151,24 @@ def _in_this_process(job: JobDefinition, models: ModelPool) -> JobDefinition:
     return job.with_executor_def(in_process_executor)
 
 
+# The tag the UI's Runs page reads for its "Launched by" column (without it, every CLI run
+# reads "Manually launched", telling nothing): the command that started the run.
+LAUNCHED_BY_TAG = "user"
+_COMMANDS = {
+    "index_document": "kohaku index ({})",
+    "assemble_indexes": "kohaku index",
+    "answer_config": "kohaku eval --config {}",
+    "vote_ensemble": "kohaku eval --config {}",
+    "update_leaderboard": "kohaku eval (leaderboard)",
+    "report_sweep": "kohaku sweep {}",
+}
+
+
+def cli_command(job: str, partition_key: str | None) -> str:
+    """The command a CLI run of `job` (for `partition_key`) comes from, as a person types it."""
+    return _COMMANDS.get(job, f"kohaku ({job})").format(partition_key or "").replace(" ()", "")
+
+
 def run_job(
     settings: KohakuSettings,
     name: str,
@@ -170,7 +188,12 @@ def run_job(
     if asset_selection is not None:
         job = job.get_subset(asset_selection=set(asset_selection))
     run_config = {**QUIET, "resources": {"settings": settings_config(settings)}}
-    tags = {"kohaku/trigger": "cli", PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    tags = {
+        "kohaku/trigger": "cli",
+        LAUNCHED_BY_TAG: cli_command(name, partition_key),
+        PID_TAG: str(os.getpid()),
+        HOST_TAG: socket.gethostname(),
+    }
     token = held_token(settings.lake.root)
     if token is not None:  # the run's steps (on this process or a worker) write under our lock
         tags[LOCK_TOKEN_TAG] = token

@@ -375,6 +375,7 @@ def served_versions(lake: Lake) -> dict[str, str]:
 @sensor(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
+    asset_selection=[SERVED],  # listed under the asset's Automations, like served_feedback_sensor
     description="Registers each day `kohaku serve` answered questions as a `served_answers` partition and records "
     "the day's rows as its materialization when the file changes (no run is launched: it reads one small file).",
 )
@@ -408,6 +409,9 @@ def feedback_version(lake: Lake) -> str:
 @sensor(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
+    # The asset it records, so the asset's page lists it under Automations (it launches no
+    # run: the target only names what it keeps up to date).
+    asset_selection=[FEEDBACK],
     description="Records `served_feedback` (the verdicts users gave on served answers and the `feedback` question "
     "set the server rebuilt from them) as a materialization when users said something new (no run is launched).",
 )
@@ -432,13 +436,26 @@ def reviewed_version(path: Path) -> str:
     minimum_interval_seconds=300,
     default_status=DefaultSensorStatus.STOPPED,
     description='Runs the configs whose questions are the `feedback` set (`questions = "feedback"`) again when '
-    "reviewed rows are added or changed, so their scores follow the questions users asked (stored work is reused: "
-    "only the new questions reach the LLM). Off by default: it starts LLM runs.",
+    "reviewed rows are added or changed after it was turned on, so their scores follow the questions users asked "
+    "(stored work is reused: only the new questions reach the LLM). Off by default: it starts LLM runs.",
 )
 def feedback_backfill_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
     path = feedback_set_path(settings.lake)
     version = reviewed_version(path) if path.exists() else ""
-    if not version or version == context.cursor:
+    started = context.last_sensor_start_time
+    seen = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else None
+    # Turned on (again): what is reviewed now is recorded, not run. Running it would re-run
+    # configs that already answered it, or that failed and are unchanged (issue 43); the
+    # reviews added or changed from now on are what the sensor is for.
+    if seen is None or seen.get("started") != started:
+        cursor = json.dumps({"reviewed": version, "started": started})
+        return SensorResult(
+            cursor=cursor,
+            skip_reason="turned on: the reviewed feedback questions as they are now recorded, not run "
+            "(reviews added or changed from now on run the feedback configs)",
+        )
+    cursor = json.dumps({"reviewed": version, "started": started})
+    if not version or version == seen.get("reviewed"):
         return SkipReason("no newly reviewed feedback questions")
     names = []
     for name, file in sorted(config_files(configs_dir(settings.lake)).items()):
@@ -450,7 +467,7 @@ def feedback_backfill_sensor(context: SensorEvaluationContext, settings: KohakuS
     context.log.info(f"reviewed feedback changed: running {', '.join(names) or 'no config'}")
     job = answer_config_job.name
     runs = [RunRequest(run_key=f"{n}:feedback:{version}", partition_key=n, job_name=job) for n in names]
-    return SensorResult(run_requests=runs, cursor=version)
+    return SensorResult(run_requests=runs, cursor=cursor)
 
 
 SENSORS = [

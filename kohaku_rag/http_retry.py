@@ -154,7 +154,8 @@ def check_one_credential(base_url: str, api_key: str | None, api_key_env: str | 
         raise ValueError(
             f"{safe_url(base_url)}: the URL carries user:password@ and api_key_env={api_key_env!r} names an "
             "API key; both would go in the one Authorization header, so only one can be sent: remove the "
-            "credentials from the URL to send the key, or set api_key_env to None to send the URL's"
+            "credentials from the URL to send the key, or set api_key_env to None (in a config file: "
+            'api_key_env = "") to send the URL\'s'
         )
 
 

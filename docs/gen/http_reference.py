@@ -103,5 +103,24 @@ def page() -> str:
                         lines += [*rows, ""]
             if errors:
                 lines += ["Errors (an `Error` body): " + ", ".join(errors) + ".", ""]
-    lines += ["", "## The description as served", "", "```json", json.dumps(schema, indent=2), "```", ""]
+    # The description itself is a file beside the page (pages.py writes it), not a code block:
+    # pasted in, its ~57,000 characters were 80% of the page.
+    size = len(description_text(schema))
+    lines += [
+        "",
+        "## The description as served",
+        "",
+        f"[openapi.json]({OPENAPI_FILE}) ({size:,} characters), the file `GET /openapi.json` returns: "
+        "load it into an OpenAPI viewer or a client generator.",
+        "",
+    ]
     return "\n".join(lines)
+
+
+# The file name the site keeps the description under, next to this page.
+OPENAPI_FILE = "openapi.json"
+
+
+def description_text(schema: dict[str, Any] | None = None) -> str:
+    """The description as the site's file holds it (indented, like the page showed it)."""
+    return json.dumps(schema if schema is not None else served_schema(), indent=2) + "\n"

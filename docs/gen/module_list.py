@@ -43,6 +43,16 @@ def rewrite_design(design: Path = REPO / "DESIGN.md") -> None:
     design.write_text(text[:start] + design_block() + text[end:], encoding="utf-8")
 
 
+def link_modules_block(design: str) -> str:
+    """DESIGN.md for the site: its "Modules" code block (~23,000 characters, one line per
+    module) replaced by a link to the reference's table of the same list, which reads on a
+    page and a phone; the repository's DESIGN.md keeps the block for readers of the file."""
+    start = design.index("```\n", design.index("## Modules\n"))
+    end = design.index("```\n", start + 4) + len("```\n")
+    link = "The list, one row per module: [Modules](../reference/modules.md).\n"
+    return design[:start] + link + design[end:]
+
+
 def page() -> str:
     bar = "\\|"
     rows = [f"| `{path}` | {count} | {summary.replace('|', bar)} |" for path, count, summary in modules()]

@@ -32,6 +32,10 @@ for name, render in PAGES.items():
     with mkdocs_gen_files.open(name, "w") as fh:
         fh.write(render())
 
+# The HTTP reference links the OpenAPI description rather than pasting it in.
+with mkdocs_gen_files.open("reference/" + http_reference.OPENAPI_FILE, "w") as fh:
+    fh.write(http_reference.description_text())
+
 design = (HERE.parents[1] / "DESIGN.md").read_text(encoding="utf-8")
 with mkdocs_gen_files.open("explanation/design.md", "w") as fh:
-    fh.write(design)
+    fh.write(module_list.link_modules_block(design))

@@ -1,7 +1,10 @@
-"""`make cluster-demo`: the WattBot corpus indexed by Celery workers on a PostgreSQL instance.
+"""`make cluster-demo`: a corpus indexed by Celery workers on a PostgreSQL instance.
 
-    python -m kohaku_assets.cluster.demo [--wattbot ../shared/wattbot] [--lake data_lake/cluster_demo]
+    python -m kohaku_assets.cluster.demo [--wattbot DIR] [--lake data_lake/cluster_demo]
                                          [--workers 2] [--limit N]
+
+The corpus is the bundled sample corpus, or with `--wattbot DIR` the WattBot JSON payloads of
+DIR/corpus_json and DIR/metadata.csv (the download of docs/how-to/wattbot-2025.md).
 
 Starts PostgreSQL, Redis and the workers as local processes (kohaku_assets.cluster.servers),
 runs `kohaku index` through them, searches the result, and stops everything it started. The
@@ -23,8 +26,9 @@ import kohaku_rag as kr
 from kohaku_assets.cluster.servers import local_cluster, missing_servers
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings
 from kohaku_assets.runner import run_index
+from kohaku_rag.samples import write_sample_corpus
 
-__all__ = ["main", "prepare_wattbot"]
+__all__ = ["demo_corpus", "main", "prepare_wattbot"]
 
 
 def prepare_wattbot(wattbot: Path, dest: Path, *, copies: int = 1, limit: int | None = None) -> Path:
@@ -48,9 +52,21 @@ def prepare_wattbot(wattbot: Path, dest: Path, *, copies: int = 1, limit: int | 
     return dest
 
 
+def demo_corpus(wattbot: Path | None, dest: Path, *, limit: int | None = None) -> Path:
+    """The corpus the demo indexes: the WattBot folder's, else the bundled sample corpus."""
+    if wattbot is not None:
+        return prepare_wattbot(wattbot, dest, limit=limit)
+    if dest.exists():
+        shutil.rmtree(dest)
+    write_sample_corpus(dest)
+    return dest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--wattbot", type=Path, default=REPO_ROOT.parent / "shared" / "wattbot")
+    # No default beside the clone: a user's clone has no ../shared (issue 43); the bundled
+    # sample corpus is what every install has.
+    parser.add_argument("--wattbot", type=Path, default=None, help="a WattBot folder (default: the sample corpus)")
     parser.add_argument("--lake", type=Path, default=REPO_ROOT / "data_lake" / "cluster_demo")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
     parser.add_argument("--limit", type=int, default=None, help="index only the first N documents")
@@ -61,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print("cannot start the cluster, missing: " + "; ".join(missing), file=sys.stderr)
         return 2
-    corpus = prepare_wattbot(args.wattbot, args.lake / "corpus", limit=args.limit)
+    corpus = demo_corpus(args.wattbot, args.lake / "corpus", limit=args.limit)
     settings = KohakuSettings(lake_root=str(args.lake), corpus_dir=str(corpus))
     print(f"starting PostgreSQL, Redis and {args.workers} Celery workers ...", flush=True)
     with local_cluster(args.workers) as cluster:

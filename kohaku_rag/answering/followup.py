@@ -58,17 +58,31 @@ def rewrite_request(question: str, history: Sequence[Turn]) -> ChatRequest:
     )
 
 
-def standalone_question(question: str, history: Sequence[Turn], chat: ChatModel) -> str:
+@dataclass(frozen=True)
+class Rewrite:
+    """A follow-up as it will be answered; `failure` says why it is the question as typed
+    when the rewrite failed ("" when it did not), so the asker is told rather than guessing."""
+
+    question: str
+    failure: str = ""
+
+
+def rewrite_followup(question: str, history: Sequence[Turn], chat: ChatModel) -> Rewrite:
     """The question as it reads without the conversation (itself when there is none)."""
     if not history:
-        return question
+        return Rewrite(question)
     try:
         result = chat.complete(rewrite_request(question, history))
-    except UnusableReply:
-        return question
+    except UnusableReply as exc:
+        return Rewrite(question, f"the model's reply was unusable ({exc})")
     raw = extract_json(result.text)
     data = loads_json(raw) if raw is not None else None
     rewritten = data.get("question") if isinstance(data, dict) else None
     if not isinstance(rewritten, str) or len(rewritten.strip()) < 3:
-        return question
-    return " ".join(rewritten.split())
+        return Rewrite(question, "the model's reply held no rewritten question")
+    return Rewrite(" ".join(rewritten.split()))
+
+
+def standalone_question(question: str, history: Sequence[Turn], chat: ChatModel) -> str:
+    """The question as it reads without the conversation (itself when there is none)."""
+    return rewrite_followup(question, history, chat).question

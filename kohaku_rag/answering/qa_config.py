@@ -49,13 +49,17 @@ TEMPERATURE = Range(0.0, 2.0)
 UNITS = Range(1, 4096)  # context units in a prompt (the retrieval's MAX_HITS)
 
 
+# The sample corpus's own labelled questions, shipped as package data (kohaku_rag/samples/):
+# a new lake's `default.toml` must name a file every install has, not a folder beside a clone.
+SAMPLE_QUESTIONS = Path(__file__).resolve().parents[1] / "samples" / "sample_QA.csv"
+
+
 def default_questions() -> str:
-    """KOHAKU_QUESTIONS, else the WattBot training set next to the repository."""
+    """KOHAKU_QUESTIONS, else the sample corpus's labelled questions shipped with the package."""
     env = os.environ.get("KOHAKU_QUESTIONS")
     if env:
         return env
-    # kohaku_rag/answering/qa_config.py: parents[2] is the repository, parents[3] beside it.
-    return str(Path(__file__).resolve().parents[3] / "shared" / "wattbot" / "train_QA.csv")
+    return str(SAMPLE_QUESTIONS)
 
 
 @dataclass(frozen=True)

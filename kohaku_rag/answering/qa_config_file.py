@@ -202,6 +202,9 @@ def dump_json(cfg: QAConfig) -> str:
 
 # Settings whose None is written as "none" in TOML (no null there); others are left out.
 NONE_AS_TEXT = ("top_k_final",)
+# Settings whose None is written as "" (a string setting, so "none" would be read as text):
+# a left-out api_key_env would read back as the default variable, and a key be required.
+NONE_AS_EMPTY = ("api_key_env",)
 
 
 def dump_toml(cfg: QAConfig) -> str:
@@ -225,6 +228,8 @@ def dump_toml(cfg: QAConfig) -> str:
             if v is None:
                 if k in NONE_AS_TEXT:  # read back as None ("none" where a string is not allowed)
                     lines.append(f'{k} = "none"')
+                elif k in NONE_AS_EMPTY:
+                    lines.append(f'{k} = ""')
                 continue
             lines.append(f"{k} = {value(v)}")
         return lines + [""]

@@ -20,6 +20,7 @@ intersection, `ignore_blank` and tiebreak first/blank):
   "is_blank" out of every majority vote it makes, ref votes included).
 
 Where this module goes beyond KohakuRAG, which compares answer strings exactly:
+
 * a number written in another SI prefix of the question's unit ("1500 kW", "1500000 W"
   for unit MW) is converted to that unit first, so it groups with "1.5";
 * numbers within ±0.1 % of a group's first member (the scoring tolerance), ranges whose

@@ -39,7 +39,7 @@ class LLMSpec:
     `model_files.machine_model_dir`), or a path to a .gguf file (relative paths are under
     `<lake>/models`); `n_ctx` is its context size, `n_threads` its CPU threads (None:
     every core). openai: `model` is the server's model name, `base_url` its API root,
-    `api_key_env` the variable holding the key (None for a server without auth),
+    `api_key_env` the variable holding the key (None, or "" in a file, for a server without auth),
     `max_concurrent` the requests in flight, `context_window` the server model's window,
     `timeout` the seconds one request may take and `max_retries` how often a transient
     failure (429, 5xx, timeout, dropped connection) is retried before the call fails.
@@ -59,6 +59,10 @@ class LLMSpec:
     max_retries: Annotated[int, RETRIES] = 5
 
     def __post_init__(self) -> None:
+        # TOML has no null: `api_key_env = ""` is how a config file says "no key" (a server
+        # without auth, or one reached with the URL's own user:password@).
+        if self.api_key_env == "":
+            object.__setattr__(self, "api_key_env", None)
         check_api_key_env(self.api_key_env)
         if self.backend not in ("llama", "openai"):
             raise ValueError(f"LLM backend {self.backend!r} is not 'llama' or 'openai'")

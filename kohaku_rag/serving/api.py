@@ -199,7 +199,7 @@ async def feedback(request: Request) -> Response:
         "config": response["config"],
         "served_answer": response["answer"],
         "served_value": response["value"],
-        "served_unit": response["unit"],
+        "served_unit": response["unit"] or "is_blank",
         "served_refs": list(response["refs"]),
         "verdict": verdict,
         **fields,

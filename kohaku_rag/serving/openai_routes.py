@@ -81,7 +81,7 @@ def message_of(answer: dict[str, Any]) -> dict[str, Any]:
         content = "The documents do not answer this question."
     else:
         head = answer["answer"] or answer["value"]
-        unit = answer["unit"] if answer["unit"] not in ("", "is_blank") else ""
+        unit = answer["unit"] if answer["unit"] not in (None, "", "is_blank") else ""
         if unit and answer["value"] and unit not in head:
             head = f"{head} ({answer['value']} {unit})"
         markers = "".join(f"[{r['index']}]" for r in references)

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 import kohaku_rag as kr
 from kohaku_rag.answering.config_folder import config_files, configs_dir
-from kohaku_rag.answering.followup import Turn, standalone_question
+from kohaku_rag.answering.followup import Turn, rewrite_followup
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
@@ -219,15 +219,19 @@ class AnswerService:
 
         def answer(queued: float) -> Answered:
             try:
-                standalone = asked
+                standalone, rewrite_failed = asked, ""
                 if history:
                     say("planning")
                     chat = self.rag().models.chat(named.config.generation.llm, self.lake)
-                    standalone = standalone_question(asked, history, chat)
-                    loop.call_soon_threadsafe(progress, {"standalone_question": standalone})
+                    rewrite = rewrite_followup(asked, history, chat)
+                    standalone, rewrite_failed = rewrite.question, rewrite.failure
+                    told: dict[str, str] = {"standalone_question": standalone}
+                    if rewrite_failed:  # answered as typed: the asker is told why
+                        told["rewrite_failed"] = rewrite_failed
+                    loop.call_soon_threadsafe(progress, told)
                     found = self._prepare(standalone, unit, config)
                     if found[2] is not None:
-                        return Answered(found[1], self._again(found[2], answer_id, asked))
+                        return Answered(found[1], self._again(found[2], answer_id, asked) | told)
                 with streaming_reply(write):
                     result = self.rag().ask(standalone, config=named.config, unit=unit, progress=say)
             except BackendError as exc:
@@ -237,6 +241,8 @@ class AnswerService:
             response = self.response(result, named.name, time.perf_counter() - started)
             response.update(queued_seconds=round(queued, 3), answer_id=answer_id, asked=asked)
             response["standalone_question"] = standalone
+            if rewrite_failed:  # the asker is told the follow-up was answered as typed
+                response["rewrite_failed"] = rewrite_failed
             done_key = (standalone, *key[1:])
             self.stored()[done_key] = response  # kept for the next asker, delivered or not
             return Answered(done_key, response)
@@ -252,6 +258,7 @@ class AnswerService:
     def _again(stored: dict[str, Any], answer_id: str, asked: str) -> dict[str, Any]:
         """A stored answer served again, under the id of this request."""
         again = {**stored, "stored": True, "seconds": 0.0, "queued_seconds": 0.0, "answer_id": answer_id}
+        again.pop("rewrite_failed", None)  # how the earlier asker's follow-up went, not this one's
         again["usage"] = {"prompt_tokens": 0, "completion_tokens": 0}  # no model call made for it
         again.update(asked=asked, standalone_question=stored["question"])
         return again
@@ -331,7 +338,8 @@ class AnswerService:
             "question": result.question,
             "answer": result.answer,
             "value": result.value,
-            "unit": result.unit,
+            # null when no unit was asked: "is_blank" is WattBot's CSV spelling, not an API value
+            "unit": None if result.unit in ("", "is_blank") else result.unit,
             "refs": list(result.refs),
             "explanation": result.explanation,
             "is_blank": result.is_blank,
@@ -370,6 +378,10 @@ class AnswerService:
             "node_id": item.node_id,
             "sentence_id": sentence_id,
             "page": item.page,
+            # What tells a document's passages apart on a button (a phone has no tooltip).
+            "section": item.section,
+            # Whether the passage states the answer's value: the page lists it first.
+            "states_value": states_value(item.text, value),
             "title": title,
             "url": url,
             "text": item.text,

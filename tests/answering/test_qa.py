@@ -17,6 +17,7 @@ from dagster import RunsFilter
 from qa_server import response_schema as _schema
 from qa_server import true_false_case
 
+import kohaku_rag
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.instance import instance_for
 from kohaku_assets.runner import resources_for, run_config, run_ensemble
@@ -652,11 +653,19 @@ def test_planner_model_writes_the_queries(env):
     assert other.retrieval_hash != cfg.retrieval_hash
 
 
-def test_default_questions_are_the_training_set_beside_the_repository(monkeypatch) -> None:
-    # The repository sits next to ../shared/wattbot (the README's layout); a config without
-    # `questions` must point there, not inside the repository.
+def test_default_questions_ship_with_the_package(monkeypatch) -> None:
+    # Issue 43 (failed on main: the default named ../shared/wattbot/train_QA.csv beside the
+    # clone, which a user's clone lacks). A config without `questions` names the sample
+    # corpus's labelled questions, shipped inside the package, about the sample's documents.
+    from kohaku_rag.samples import SAMPLES
+
     monkeypatch.delenv("KOHAKU_QUESTIONS", raising=False)
-    repo = Path(__file__).resolve().parents[2]
-    assert Path(QAConfig().questions) == repo.parent / "shared" / "wattbot" / "train_QA.csv"
+    path = Path(QAConfig().questions)
+    package = Path(kohaku_rag.__file__).resolve().parent
+    assert path.is_file() and path.is_relative_to(package), path
+    questions = load_questions(path)
+    assert len(questions) >= 5
+    samples = {s.doc_id for s in SAMPLES}
+    assert all(q.gold and q.gold.ref_id and set(q.gold.ref_id) <= samples for q in questions)
     monkeypatch.setenv("KOHAKU_QUESTIONS", "/elsewhere/q.csv")
     assert QAConfig().questions == "/elsewhere/q.csv"

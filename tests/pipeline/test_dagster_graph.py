@@ -195,3 +195,26 @@ def test_descriptions_name_the_real_lake():
     texts = [graph.get(AssetKey(a)).description or "" for a in ("leaderboard", "submission", "sweep_report")]
     for text in texts:
         assert "LAKE" not in text and lake_path("qa") in text, text
+
+
+def test_the_leaderboard_lists_a_config_that_failed_as_failed_with_its_reason(env, tmp_path):
+    """Failed on main: a config whose run failed (as the feedback sensor's runs of a broken
+    config did) was listed as "never run"."""
+    from kohaku_assets.runner import run_job
+
+    settings, server, questions = env
+    write_config(settings, "a", server, questions)
+    write_config(settings, "broken", server, tmp_path / "moved_away.csv")
+    instance_for(settings.lake.root).add_dynamic_partitions("configs", ["broken"])  # as configs_sensor does
+    result = run_job(settings, "answer_config", "broken")  # what a sensor's run request starts
+    assert not result.success
+    assert result.dagster_run.tags["user"] == "kohaku eval --config broken"  # "Launched by" on the Runs page
+    run_config(settings, "a", progress=quiet)
+    instance = instance_for(settings.lake.root)
+    event = instance.get_latest_materialization_event(AssetKey("leaderboard"))
+    assert event is not None and event.asset_materialization is not None
+    metadata = event.asset_materialization.metadata
+    assert "broken" not in metadata["not_scored"].value  # it ran: not "never run"
+    failed = metadata["failed"].value
+    assert failed.startswith("broken (failed: ") and "moved_away.csv" in failed, failed
+    assert "dagster" not in failed and "Traceback" not in failed, failed

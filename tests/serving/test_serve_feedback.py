@@ -148,9 +148,27 @@ def test_the_backfill_sensor_runs_the_feedback_configs_when_reviews_change(app, 
     with serving(app) as url:
         answer = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
         httpx.post(f"{url}/api/feedback", json={"answer_id": answer["answer_id"], "verdict": "right"})
-    assert "no newly reviewed" in str(tick(None).skip_message)  # a verdict waiting for review: nothing yet
+    # Turned on: what is there is recorded, not run (issue 43: it ran everything at once).
+    on = tick(None)
+    assert isinstance(on, SensorResult) and not on.run_requests and "turned on" in str(on.skip_reason)
+    assert "no newly reviewed" in str(tick(on.cursor).skip_message)  # a verdict waiting for review: nothing yet
     set_reviewed(feedback_set_path(Lake(lake)), WATER_QUESTION)
-    first = tick(None)
+    first = tick(on.cursor)
     assert isinstance(first, SensorResult)
     assert [(r.partition_key, r.job_name) for r in first.run_requests] == [("fb", "answer_config")]
     assert "no newly reviewed" in str(tick(first.cursor).skip_message)
+
+
+def test_the_backfill_sensor_turned_on_runs_nothing_that_did_not_change(app, lake: Path) -> None:
+    # Failed on main: turned on over a lake with reviewed feedback, it ran every feedback
+    # config at once (re-failures of broken configs, no-ops of answered ones).
+    resources = resources_for(KohakuSettings(lake_root=str(lake)))
+    instance = DagsterInstance.ephemeral()
+    data = json.loads((lake / "configs" / "fake.json").read_text())
+    (lake / "configs" / "fb.json").write_text(json.dumps({**data, "questions": "feedback"}))
+    with serving(app) as url:
+        answer = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
+        httpx.post(f"{url}/api/feedback", json={"answer_id": answer["answer_id"], "verdict": "right"})
+    set_reviewed(feedback_set_path(Lake(lake)), WATER_QUESTION)
+    on = feedback_backfill_sensor(build_sensor_context(instance=instance, resources=resources, cursor=None))
+    assert isinstance(on, SensorResult) and not on.run_requests

@@ -179,7 +179,10 @@ def test_errors_empty_questions_chips_and_the_code_panel(app, lake: Path, qa: QA
         assert "2.0 s of it in the queue" in driver.find_element(By.ID, "meta").text
         driver.find_element(By.CSS_SELECTOR, "#chips .chip").click()
         tabs = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#evidence-pages .page-tab")]
-        assert tabs == ["p. 1", "p. 1", "p. 2"]
+        pages = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#evidence-pages .page-label")]
+        # grouped by page; passages of one text are told apart by number (issue 43)
+        assert pages == ["p. 1", "p. 2"]
+        assert tabs == [f"The water usage effectiveness was… ({n})" for n in (1, 2, 3)]
         driver.find_element(By.ID, "code-link").click()
         curl = driver.find_element(By.ID, "code-curl").text
         python = driver.find_element(By.ID, "code-python").text

@@ -41,6 +41,7 @@ class QAServer(ChatServer):
         self.cite_outside = False
         self.cite_others_first = False  # lists the context's other documents before the gold one
         self.wrong_at_temperature: float | None = None  # answers 999 at this temperature
+        self.rewrite_fails = False  # a follow-up's rewrite comes back without a question
         self.guard = threading.Lock()
 
     def kinds(self) -> dict[str, int]:
@@ -55,7 +56,7 @@ class QAServer(ChatServer):
         if "queries" in schema["properties"]:
             return json.dumps({"queries": [f"{question.split()[-1]} measurement"]})
         if "ref_id" not in schema["properties"]:  # a follow-up's rewrite into a standalone question
-            return json.dumps({"question": FOLLOW_UPS.get(question, question)})
+            return json.dumps({"question": "" if self.rewrite_fails else FOLLOW_UPS.get(question, question)})
         unit, value, doc = QUESTIONS[question]
         enum = schema["properties"]["ref_id"]["items"].get("enum", [])
         with self.guard:

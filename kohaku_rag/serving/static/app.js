@@ -106,7 +106,8 @@ function showStage(stage, info) {
   }
   if (stage === "done") list.lastChild.className = "past";
   // The live reply belongs to the answering stage: a new stage (a retry's planning) starts it afresh.
-  if (stage !== "answering") { $("live-reply").textContent = ""; $("live-reply").hidden = true; }
+  if (stage !== "answering") stopLive();
+  else if (!live.timer) startLive();
 }
 
 // A failure marks the stage it happened in (or the first one, before any stage began).
@@ -114,14 +115,75 @@ function showStageError() {
   const list = $("progress");
   const at = list.querySelector("li.now") || list.querySelector("li:not(.past)");
   if (at) { at.className = "error"; at.textContent = at.dataset.stage + " failed"; }
+  stopLive();
+}
+
+// The live reply: the model writes JSON, but the asker reads its prose (the quoted evidence,
+// the explanation, the answer) as it is written, under a clock of how long the model has been
+// at it, since a CPU model reads its prompt for seconds before its first word.
+const live = { raw: "", started: 0, timer: null };
+
+function startLive() {
+  live.raw = "";
+  live.started = Date.now();
+  $("live-text").replaceChildren();
+  $("live-reply").hidden = false;
+  tickLive();
+  live.timer = setInterval(tickLive, 1000);
+}
+
+function stopLive() {
+  clearInterval(live.timer);
+  live.timer = null;
+  live.raw = "";
+  $("live-text").replaceChildren();
   $("live-reply").hidden = true;
 }
 
+function tickLive() {
+  const seconds = Math.floor((Date.now() - live.started) / 1000);
+  const doing = live.raw ? "writing" : "reading the question and its context";
+  $("live-status").textContent = "The model has been at it for " + seconds + " s: " + doing + "…";
+}
+
 function showReply(text) {
-  const box = $("live-reply");
-  box.hidden = false;
-  box.textContent += text;
-  box.scrollTop = box.scrollHeight;
+  if (!live.timer) startLive();
+  live.raw += text;
+  tickLive();
+  const prose = replyProse(live.raw);
+  const parts = [];
+  if (prose.question) parts.push(el("p", { textContent: "Rewritten: " + prose.question }));
+  if (prose.evidence) parts.push(el("blockquote", { textContent: prose.evidence }));
+  if (prose.explanation) parts.push(el("p", { textContent: prose.explanation }));
+  if (prose.answer) parts.push(el("p", { className: "live-answer", textContent: prose.answer }));
+  $("live-text").replaceChildren(...parts);
+}
+
+// The string fields a reader wants from a JSON reply still being written, each decoded as far
+// as it has come (a field cut mid-string shows what is there).
+function replyProse(raw) {
+  const out = {};
+  const key = /"(evidence|explanation|answer|question)"\s*:\s*"/g;
+  let m;
+  while ((m = key.exec(raw))) {
+    let i = key.lastIndex, text = "";
+    for (; i < raw.length && raw[i] !== '"'; i++) {
+      if (raw[i] !== "\\") { text += raw[i]; continue; }
+      const next = raw[i + 1];
+      if (next === undefined) break;
+      if (next === "u") {
+        if (i + 6 > raw.length) break;
+        text += String.fromCharCode(parseInt(raw.slice(i + 2, i + 6), 16));
+        i += 5;
+      } else {
+        text += { n: "\n", t: " ", r: "", b: "", f: "" }[next] ?? next;
+        i += 1;
+      }
+    }
+    out[m[1]] = text;
+    key.lastIndex = i + 1;
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- asking
@@ -191,7 +253,7 @@ async function readEvents(res) {
       const payload = JSON.parse(data);
       if (name === "answer") {
         setUrl({ q: payload.question, config: payload.config, unit: $("unit").value.trim(), answer: payload.answer_id });
-        if (payload.standalone_question) showAnsweredAs(payload.standalone_question, payload.question);
+        if (payload.standalone_question) showAnsweredAs(payload.standalone_question, payload.question, payload.rewrite_failed);
       } else if (name === "progress" && payload.reply !== undefined) showReply(payload.reply);
       else if (name === "progress") showStage(payload.stage, payload);
       else if (name === "done") { showStage("done"); return payload; }
@@ -238,13 +300,26 @@ function renderHistory() {
 
 function unitText(r) { return r.unit && r.unit !== "is_blank" ? r.unit : ""; }
 
-function showAnsweredAs(standalone, asked) {
+// A follow-up is answered as the model rewrote it; when the rewrite failed it is answered as
+// typed, and the asker is told so (it may lean on a turn the answerer does not see).
+function showAnsweredAs(standalone, asked, rewriteFailed) {
   const box = $("answered-as");
-  box.textContent = standalone && standalone !== asked ? "answered as: " + standalone : "";
+  box.textContent = rewriteFailed ? "answered as typed: the rewrite failed (" + rewriteFailed + ")"
+    : standalone && standalone !== asked ? "answered as: " + standalone : "";
   box.hidden = !box.textContent;
 }
 
-// One chip per document, listing the pages its cited snippets are on.
+// The answer line, unless it only repeats the value and unit the card shows above it.
+function answerLine(r) {
+  if (r.is_blank || !r.answer) return "";
+  const squash = (t) => (t || "").toLowerCase().replace(/[\s.,;:]+/g, "");
+  const rest = squash(r.answer).replace(squash(r.value), "").replace(squash(unitText(r)), "");
+  return rest ? r.answer : "";
+}
+
+// One chip per document, listing the pages its cited snippets are on. The evidence that
+// states the answer's value comes first (its document, then within it its passage); the
+// rest follow by page, so the buttons read in the document's order.
 function citedDocuments(cited) {
   const docs = [];
   for (const c of cited) {
@@ -252,7 +327,39 @@ function citedDocuments(cited) {
     if (!d) { d = { doc_id: c.doc_id, title: c.title || c.doc_id, snippets: [] }; docs.push(d); }
     d.snippets.push(c);
   }
-  return docs;
+  const stating = (d) => d.snippets.some((c) => c.states_value);
+  for (const d of docs) d.snippets = evidenceOrder(d.snippets);
+  return docs.filter(stating).concat(docs.filter((d) => !stating(d)));
+}
+
+function evidenceOrder(snippets) {
+  const first = snippets.find((c) => c.states_value);
+  const rank = (c) => [first && c.page === first.page ? 0 : 1, c.states_value ? 0 : 1, c.page == null ? Infinity : c.page];
+  const keyed = snippets.map((c, i) => ({ c, i, r: rank(c) }));
+  keyed.sort((a, b) => a.r[0] - b.r[0] || a.r[1] - b.r[1] || (a.r[2] - b.r[2] || 0) || a.i - b.i);
+  return keyed.map((k) => k.c);
+}
+
+// A passage's button label: its section heading, else its opening words (a phone has no
+// tooltip to tell two passages of one page apart). Passages that would share a label get
+// their opening words instead, as many as it takes to tell them apart, else a number.
+function firstWords(text, n) {
+  const words = (text || "").replace(/\s+/g, " ").trim().split(" ");
+  return words.slice(0, n).join(" ") + (words.length > n ? "…" : "");
+}
+
+function passageLabels(snippets) {
+  const labels = snippets.map((c) => c.section || firstWords(c.text, 5));
+  for (const label of new Set(labels)) {
+    const same = labels.map((l, i) => (l === label ? i : -1)).filter((i) => i >= 0);
+    if (same.length < 2) continue;
+    let n = 4;
+    const words = () => same.map((i) => firstWords(snippets[i].text, n));
+    while (n < 12 && new Set(words()).size < same.length) n += 1;
+    const distinct = new Set(words()).size === same.length;
+    same.forEach((i, k) => { labels[i] = distinct ? firstWords(snippets[i].text, n) : label + " (" + (k + 1) + ")"; });
+  }
+  return labels;
 }
 
 function cellText(cell) {
@@ -268,10 +375,10 @@ function pagesText(d) {
 function showAnswer(r) {
   current = r;
   $("answer").hidden = false;
-  showAnsweredAs(r.standalone_question, r.asked || r.question);
+  showAnsweredAs(r.standalone_question, r.asked || r.question, r.rewrite_failed);
   $("value").textContent = r.is_blank ? "No answer in the documents" : r.value;
   $("unit-out").textContent = r.is_blank ? "" : unitText(r);
-  $("answer-text").textContent = r.is_blank ? "" : r.answer;
+  $("answer-text").textContent = answerLine(r);
   $("explanation").textContent = r.explanation && r.explanation !== "is_blank" ? r.explanation : "";
   // a value read from a table: which cell ("Table 2, row text generation, column mean")
   const cells = r.is_blank ? [] : r.cited.filter((c) => c.cell).map((c) => cellText(c.cell));
@@ -304,16 +411,26 @@ function timeText(r) {
   return r.seconds.toFixed(1) + " s" + (waited >= 0.1 ? " (" + waited.toFixed(1) + " s of it in the queue)" : "");
 }
 
+// The document's passages as buttons grouped under their page, the value's passage first.
 function openDocument(d) {
   const tabs = $("evidence-pages");
   tabs.replaceChildren();
   if (d.snippets.length > 1) {
+    const labels = passageLabels(d.snippets);
+    const buttons = [];
+    let group = null;
     d.snippets.forEach((c, i) => {
-      const tab = el("button", { type: "button", className: "page-tab", textContent: c.page ? "p. " + c.page : "passage " + (i + 1), title: c.quote });
-      tab.addEventListener("click", () => { for (const x of tabs.children) x.classList.remove("active"); tab.classList.add("active"); openEvidence(c); });
-      tabs.append(tab);
+      const where = c.page ? "p. " + c.page : "passages";
+      if (!group || group.dataset.page !== where) {
+        group = el("div", { className: "page-group", dataset: { page: where } }, [el("span", { className: "page-label", textContent: where })]);
+        tabs.append(group);
+      }
+      const tab = el("button", { type: "button", className: "page-tab" + (c.states_value ? " states" : ""), textContent: labels[i], title: c.quote });
+      tab.addEventListener("click", () => { for (const x of buttons) x.classList.remove("active"); tab.classList.add("active"); openEvidence(c); });
+      buttons.push(tab);
+      group.append(tab);
     });
-    tabs.firstChild.classList.add("active");
+    buttons[0].classList.add("active");
   }
   openEvidence(d.snippets[0]);
 }
@@ -368,11 +485,19 @@ function newConversation() { conversation = []; renderConversation(); }
 function fillFeedbackRefs(r) {
   const select = $("fb-ref");
   select.replaceChildren(el("option", { value: "", textContent: "(none)" }));
-  for (const d of citedDocuments(r.cited)) select.append(el("option", { value: d.doc_id, textContent: d.title }));
-  api("/api/documents").then((res) => res.json()).then((body) => {
-    const group = el("optgroup", { label: "any document" });
-    for (const d of body.documents) group.append(el("option", { value: d.doc_id, textContent: d.title || d.doc_id }));
+  const cited = citedDocuments(r.cited);
+  if (cited.length) {
+    const group = el("optgroup", { label: "cited" });
+    for (const d of cited) group.append(el("option", { value: d.doc_id, textContent: d.title }));
     select.append(group);
+  }
+  api("/api/documents").then((res) => res.json()).then((body) => {
+    // each document once: the cited ones are listed above
+    const group = el("optgroup", { label: "other documents" });
+    for (const d of body.documents) {
+      if (!cited.some((c) => c.doc_id === d.doc_id)) group.append(el("option", { value: d.doc_id, textContent: d.title || d.doc_id }));
+    }
+    if (group.children.length) select.append(group);
   }).catch(() => { /* the cited ones are enough */ });
 }
 
