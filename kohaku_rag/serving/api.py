@@ -17,6 +17,7 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
 from kohaku_rag.serving.jobs import AnswerJobs, Job
+from kohaku_rag.serving.limits import ClientRate
 from kohaku_rag.serving.service import AnswerService
 from kohaku_rag.serving.sse import event
 
@@ -173,6 +174,12 @@ async def feedback(request: Request) -> Response:
     set (qa/question_sets/feedback.csv) is rebuilt from it, its new row waiting for review."""
     jobs = jobs_of(request)
     service = jobs.service
+    rate: ClientRate = request.app.state.feedback_rate
+    wait = rate.wait_seconds(request.client.host if request.client else "")
+    if wait:
+        raise ApiError(429, f"feedback: at most {rate.per_minute} posts a minute from one client; "
+                       f"try again in {wait:.0f} s", code="rate_limited",
+                       headers={"Retry-After": str(max(1, round(wait)))})  # fmt: skip
     body = await read_json(request)
     answer_id = optional_str(body, "answer_id") or ""
     job = jobs.get(answer_id)
@@ -204,7 +211,11 @@ async def feedback(request: Request) -> Response:
         "verdict": verdict,
         **fields,
     }
-    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row))
+    limit = service.settings.feedback_per_answer
+    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row, limit))
+    if path is None:
+        raise ApiError(429, f"answer_id: this answer already has {limit} verdicts; no more are kept",
+                       code="feedback_full")  # fmt: skip
     return JSONResponse(
         {
             "kept": True,

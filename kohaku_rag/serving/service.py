@@ -35,7 +35,7 @@ from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
-from kohaku_rag.serving.served import append_served, stored_responses
+from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import is_table, states_value, table_quote
 from kohaku_rag.tree import NodeKind
@@ -64,7 +64,9 @@ class AnswerService:
         self.documents = Documents(self.lake)
         self._rag: tuple[int | None, kr.Rag] | None = None
         self._gates: dict[tuple[str, str, str | None], Gate] = {}
-        self._stored: dict[tuple[str, str, str, str, str], dict[str, Any]] | None = None
+        # answers this process computed (delivered or not) and delivered ones by id; what
+        # other processes on the lake served is looked up in the served store on a miss
+        self._stored: dict[StoredKey, dict[str, Any]] = {}
         self._by_id: dict[str, dict[str, Any]] = {}
         self._index_version: tuple[tuple[object, ...] | None, str] | None = None
         self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
@@ -230,7 +232,8 @@ class AnswerService:
             response.update(queued_seconds=round(queued, 3), answer_id=answer_id, asked=asked)
             response["standalone_question"] = standalone
             done_key = (standalone, *key[1:])
-            self.stored()[done_key] = response  # kept for the next asker, delivered or not
+            with self._lock:  # kept for the next asker, delivered or not
+                self._stored[done_key] = response
             return Answered(done_key, response)
 
         async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
@@ -262,7 +265,7 @@ class AnswerService:
         named = self.named_config(config)
         self.rag()  # 503 when there is no index
         key = (question, unit, named.name, named.config.generation_hash, self.index_version())
-        return named, key, self.stored().get(key)
+        return named, key, self.stored_answer(key)
 
     def index_version(self) -> str:
         """What the index holds (every document's index-rows version), recomputed only when
@@ -279,11 +282,11 @@ class AnswerService:
             self._index_version = (stamp, version)
         return version
 
-    def stored(self) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+    def stored_answer(self, key: StoredKey) -> dict[str, Any] | None:
+        """The answer stored under the key: computed here, or served by any process."""
         with self._lock:
-            if self._stored is None:
-                self._stored, self._by_id = stored_responses(self.lake)
-            return self._stored
+            held = self._stored.get(key)
+        return held if held is not None else response_by_key(self.lake, key)
 
     def deliver(self, answered: Answered, via: str) -> None:
         """Record an answer a client received in the served_answers table (an answer nobody
@@ -312,10 +315,11 @@ class AnswerService:
                 self._by_id[response["answer_id"]] = response
 
     def served_answer(self, answer_id: str) -> dict[str, Any] | None:
-        """An answer delivered earlier (this server's life or before), by its id."""
-        self.stored()
+        """An answer delivered earlier (by this process or any other on the lake, in this
+        life or before), by its id."""
         with self._lock:
-            return self._by_id.get(answer_id)
+            held = self._by_id.get(answer_id)
+        return held if held is not None else response_by_id(self.lake, answer_id)
 
     def response(self, result: kr.AskResult, config: str, seconds: float) -> dict[str, Any]:
         pred = result.prediction
