@@ -5,51 +5,18 @@ processes on 127.0.0.1, a fake model (tests/support/qa_server.py)."""
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-from ports import free_port
 from qa_server import QUESTIONS, VariantServer
+from serve_process import kohaku_serve
 from serving_corpus import write_config
 
 from kohaku_rag.lake import Lake
 from kohaku_rag.serving.feedback import feedback_set_path, read_feedback
 from kohaku_rag.serving.served import all_rows
-
-# `kohaku` from this checkout (the installed script may belong to another one)
-KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
-
-
-@contextmanager
-def kohaku_serve(lake: Path, *extra: str) -> Iterator[str]:
-    """A `kohaku serve` process on the lake; yields its URL once it answers."""
-    port = free_port()
-    cmd = [sys.executable, "-c", KOHAKU, "serve", "--lake", str(lake), "--port", str(port), *extra]
-    env = {**os.environ, "KOHAKU_LAKE": str(lake)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(f"{url}/healthz", timeout=5)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "kohaku serve did not start"
-                time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        _out, err = proc.communicate(timeout=20)
-        assert "Traceback" not in err, err
 
 
 def test_two_processes_on_one_lake_lose_no_row(lake: Path) -> None:
