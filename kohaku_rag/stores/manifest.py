@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from kohaku_rag.errors import IndexUnavailable
+from kohaku_rag.stores.damage import recorded_damage
 
 __all__ = [
     "MANIFEST_NAME",
@@ -177,6 +178,9 @@ def file_problem(index_dir: Path, entry: FileEntry, *, deep: bool = False) -> st
         return "is missing"
     if stat.st_size != entry.size:
         return f"is {stat.st_size:,} bytes, {entry.size:,} when it was published"
+    recorded = recorded_damage(path)
+    if recorded is not None:
+        return recorded
     if (deep or stat.st_mtime_ns != entry.mtime_ns) and describe_file(path).blake2b != entry.blake2b:
         return "changed since it was published (its checksum differs)"
     return None

@@ -1,0 +1,91 @@
+"""What `kohaku doctor` finds, a plain `kohaku index` repairs: damage the cheap size+mtime
+check misses (bytes rewritten in place, the mtime put back) and record tables whose rows
+were deleted or garbled behind a valid Parquet footer."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.parquet as pq
+import pytest
+from test_lake_repair import DOCS, _cli, _index, _search_docs, env  # noqa: F401 - the fixture
+
+from kohaku_rag.indexing import assembly
+from kohaku_rag.indexing import steps as ix
+
+
+def _rewrite_in_place(path, start: int, length: int = 64) -> None:
+    """Overwrite bytes inside the file, its size and mtime kept (`touch -r`)."""
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    start = min(start, len(data) - length)
+    data[start : start + length] = bytes((b ^ 0x5A) for b in data[start : start + length])
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _doctor(settings, capsys, *extra: str) -> tuple[int, str]:
+    capsys.readouterr()
+    status = _cli(settings, "doctor", *extra)
+    out = capsys.readouterr()
+    return status, out.out + out.err
+
+
+@pytest.mark.parametrize("part", ["vectors", "bm25"])
+def test_what_doctor_finds_in_an_index_file_a_plain_index_rebuilds(env, capsys, part):  # noqa: F811
+    """Fails on main: doctor said "`kohaku index` rebuilds it", but `kohaku index` (and
+    `doctor --repair`) did nothing, the size and mtime being unchanged."""
+    settings, _ = env
+    assert _index(settings, capsys)[0] == 0
+    before = _search_docs(settings, capsys)
+    live = settings.lake.vectors_path if part == "vectors" else settings.lake.bm25_path
+    for suffix in ("-wal", "-shm"):
+        live.with_name(live.name + suffix).unlink(missing_ok=True)
+    _rewrite_in_place(live, live.stat().st_size // 2)
+    status, out = _doctor(settings, capsys)
+    assert status == 1 and live.name in out and "Traceback" not in out, out
+    status, out = _index(settings, capsys)
+    assert status == 0 and "rebuilding the" in out, out
+    assert _doctor(settings, capsys)[0] == 0
+    assert _search_docs(settings, capsys) == before
+
+
+def test_rows_deleted_from_a_record_table_are_found_and_recomputed(env, capsys):  # noqa: F811
+    """Fails on main: half the rows of index_rows/<doc>.parquet deleted (valid Parquet, its
+    version kept): doctor said "healthy" and the next rebuild indexed what was left."""
+    settings, _ = env
+    assert _index(settings, capsys)[0] == 0
+    path = settings.lake.table(ix.INDEX_ROWS, "gpu")
+    table = pq.read_table(path)
+    whole = table.num_rows
+    pq.write_table(table.slice(0, whole // 2), path)  # the schema's metadata (its version) kept
+    status, out = _doctor(settings, capsys)
+    assert status == 1 and "gpu.parquet" in out and "rows" in out, out
+    for suffix in ("", "-wal", "-shm"):  # a rebuild is needed
+        settings.lake.vectors_path.with_name(settings.lake.vectors_path.name + suffix).unlink(missing_ok=True)
+    status, out = _index(settings, capsys)
+    assert status == 0 and "recomputing gpu" in out, out
+    assert pq.read_table(path).num_rows == whole
+    assert not assembly.indexes_behind(settings.lake, DOCS).behind
+    assert _doctor(settings, capsys)[0] == 0
+
+
+@pytest.mark.parametrize("doctor_first", [True, False])
+def test_garbled_rows_behind_a_valid_footer_fall_back_to_the_corpus(env, capsys, doctor_first):  # noqa: F811
+    """Fails on main: random bytes inside index_rows/<doc>.parquet (footer intact): doctor
+    "healthy", then every `kohaku index` needing a rebuild failed until the file was
+    deleted by hand; the intact corpus file was never read again."""
+    settings, _ = env
+    assert _index(settings, capsys)[0] == 0
+    before = _search_docs(settings, capsys)
+    path = settings.lake.table(ix.INDEX_ROWS, "gpu")
+    _rewrite_in_place(path, 200, 400)
+    if doctor_first:
+        status, out = _doctor(settings, capsys)
+        assert status == 1 and "gpu.parquet" in out, out
+    for suffix in ("", "-wal", "-shm"):
+        settings.lake.vectors_path.with_name(settings.lake.vectors_path.name + suffix).unlink(missing_ok=True)
+    status, out = _index(settings, capsys)  # the damage found by doctor, or while assembling
+    assert status == 0 and "recomputing gpu" in out and "Traceback" not in out, out
+    assert _doctor(settings, capsys)[0] == 0
+    assert _search_docs(settings, capsys) == before
