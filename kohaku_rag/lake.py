@@ -168,7 +168,7 @@ _PUBLISHED_NAMES: dict[tuple[str, int, int], tuple[str, ...]] = {}
 
 def _file_stamp(path: Path) -> tuple[int, int] | None:
     try:
-        stat = path.stat()
+        stat = path.lstat()  # a file swapped for a link changes the stamp (the manifest refuses links)
     except OSError:
         return None
     return stat.st_size, stat.st_mtime_ns

@@ -4,11 +4,15 @@ were deleted or garbled behind a valid Parquet footer."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
+from contextlib import contextmanager
 
 import pyarrow.parquet as pq
 import pytest
-from test_lake_repair import DOCS, _cli, _index, _search_docs, env  # noqa: F401 - the fixture
+from test_lake_repair import DOCS, QUESTION, _cli, _index, _search_docs, env  # noqa: F401 - the fixture
 
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
@@ -89,3 +93,55 @@ def test_garbled_rows_behind_a_valid_footer_fall_back_to_the_corpus(env, capsys,
     assert status == 0 and "recomputing gpu" in out and "Traceback" not in out, out
     assert _doctor(settings, capsys)[0] == 0
     assert _search_docs(settings, capsys) == before
+
+
+@contextmanager
+def _deadline(seconds: int):
+    """Fails the test instead of reading forever (as main did on /dev/zero)."""
+
+    def expired(*_args) -> None:
+        raise TimeoutError(f"still reading after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("how", ["device", "outside link"])
+def test_the_manifest_names_only_regular_files_of_the_index_folder(env, capsys, tmp_path, how):  # noqa: F811
+    """Fails on main: a manifest naming /dev/zero (size 0) made search, doctor and index
+    read forever; one naming a file outside the lake was accepted and the lake's own copy
+    deleted."""
+    settings, _ = env
+    assert _index(settings, capsys)[0] == 0
+    before = _search_docs(settings, capsys)
+    manifest_path = settings.lake.manifest_path
+    manifest = json.loads(manifest_path.read_text())
+    files = manifest["parts"]["bm25"]["files"]
+    own = settings.lake.index_dir / files["bm25"]["name"]
+    if how == "device":
+        files["bm25"].update(name="/dev/zero", size=0)
+        manifest_path.write_text(json.dumps(manifest))
+    else:
+        outside = tmp_path / "elsewhere.npz"
+        shutil.copy2(own, outside)
+        own.unlink()
+        own.symlink_to(outside)
+    with _deadline(60):
+        capsys.readouterr()
+        assert _cli(settings, "search", QUESTION) == 2
+        err = capsys.readouterr().err
+        assert ("/dev/zero" in err or "not a regular file" in err) and len(err.strip().splitlines()) == 1, err
+        status, out = _doctor(settings, capsys)
+        assert status == 1 and "Traceback" not in out, out
+        status, out = _index(settings, capsys)
+        assert status == 0, out
+    assert _doctor(settings, capsys)[0] == 0
+    assert _search_docs(settings, capsys) == before
+    if how == "outside link":
+        assert outside.exists()  # what lies outside the lake is never touched
+        assert not any(p.is_symlink() for p in settings.lake.index_dir.iterdir())
