@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from kohaku_rag.answering.followup import Turn
+from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
@@ -49,7 +50,14 @@ def service_of(request: Request) -> AnswerService:
 
 
 async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok", "documents": len(service_of(request).documents.ids())})
+    """200 "ok" while the lake can be searched; 503 with the reason when its index can't
+    (a load balancer then stops sending questions to a process that can't answer them)."""
+    service = service_of(request)
+    documents = len(service.documents.ids())
+    problem = await anyio.to_thread.run_sync(service.index_problem)
+    if problem is not None:
+        return JSONResponse({"status": "index unavailable", "error": problem, "documents": documents}, 503)
+    return JSONResponse({"status": "ok", "documents": documents})
 
 
 async def search(request: Request) -> Response:
@@ -63,7 +71,10 @@ async def search(request: Request) -> Response:
         raise ApiError(400, f"budget_chars: an integer from 1 to {MAX_BUDGET_CHARS}")
     named = service.named_config(optional_str(body, "config"))
     cfg: RetrievalConfig = named.config.retrieval.search
-    items = service.rag().search(question, budget_chars=budget, config=cfg)
+    try:
+        items = service.rag().search(question, budget_chars=budget, config=cfg)
+    except IndexUnavailable as exc:
+        raise ApiError(503, service.lake_relative(str(exc)), code="index_unavailable") from exc
     return JSONResponse({"context": [service.context_item(i) for i in items], "config": named.name})
 
 
@@ -74,27 +85,34 @@ def wants_stream(request: Request, body: dict[str, Any]) -> bool:
     return stream is True or "text/event-stream" in request.headers.get("accept", "")
 
 
-MAX_HISTORY = 40
+MAX_HISTORY_CHARS = 60_000  # a conversation's earlier turns, all together (the body cap is 64 kB)
 MAX_TURN_CHARS = 20_000
+KEEP_TURNS = 12  # the last turns kept: rewriting a follow-up needs only the recent ones
 
 
 def history_of(raw: object, where: str) -> tuple[Turn, ...]:
     """A conversation's earlier turns: [{"role": "user" | "assistant", "content": str}, ...]
-    (other roles, such as a chat client's system prompt, are left out)."""
+    (other roles, such as a chat client's system prompt, are left out). Any number of
+    messages (a chat front end sends the whole conversation); their characters are capped,
+    and only the last `KEEP_TURNS` turns are used."""
     if raw is None:
         return ()
-    if not isinstance(raw, list) or len(raw) > MAX_HISTORY:
-        raise ApiError(400, f"{where}: give a list of at most {MAX_HISTORY} {{role, content}} messages")
+    if not isinstance(raw, list):
+        raise ApiError(400, f"{where}: give a list of {{role, content}} messages")
     turns = []
+    total = 0
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise ApiError(400, f"{where}[{i}]: give an object {{role, content}}")
         content = text_of(m.get("content"))
         if content is None or len(content) > MAX_TURN_CHARS:
             raise ApiError(400, f"{where}[{i}].content: give text of at most {MAX_TURN_CHARS} characters")
+        total += len(content)
+        if total > MAX_HISTORY_CHARS:
+            raise ApiError(400, f"{where}: at most {MAX_HISTORY_CHARS} characters in all")
         if m.get("role") in ("user", "assistant") and content.strip():
             turns.append(Turn(m["role"], content))
-    return tuple(turns)
+    return tuple(turns[-KEEP_TURNS:])
 
 
 def text_of(content: object) -> str | None:

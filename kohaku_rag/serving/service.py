@@ -26,7 +26,7 @@ from kohaku_rag.answering.followup import Turn, standalone_question
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
-from kohaku_rag.errors import BackendError, KohakuError
+from kohaku_rag.errors import BackendError, IndexUnavailable, KohakuError
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
 from kohaku_rag.models import ModelPool
@@ -38,6 +38,7 @@ from kohaku_rag.serving.gate import Gate
 from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import is_table, states_value, table_quote
+from kohaku_rag.stores.manifest import read_manifest
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
@@ -70,12 +71,40 @@ class AnswerService:
         self._by_id: dict[str, dict[str, Any]] = {}
         self._index_version: tuple[tuple[object, ...] | None, str] | None = None
         self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
+        self._manifest_check: tuple[tuple[int, int, int], str | None] | None = None
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- the lake
 
+    def index_problem(self) -> str | None:
+        """Why the published index can't be searched (None: it can, or none is published
+        yet), read again only when the manifest changes."""
+        try:
+            stat = self.lake.manifest_path.stat()
+        except OSError:
+            return None
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if self._manifest_check is not None and self._manifest_check[0] == key:
+                return self._manifest_check[1]
+        try:
+            read_manifest(self.lake.index_dir)
+            problem = None
+        except IndexUnavailable as exc:
+            problem = self.lake_relative(str(exc))
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            problem = f"index/manifest.json can't be read ({why}); `kohaku doctor` says more"
+        with self._lock:
+            self._manifest_check = (key, problem)
+        return problem
+
     def rag(self) -> kr.Rag:
-        """The opened lake, reopened when its recorded index settings change."""
+        """The opened lake, reopened when its recorded index settings change (503 with the
+        reason when its index can't be searched)."""
+        problem = self.index_problem()
+        if problem is not None:
+            raise ApiError(503, problem, code="index_unavailable")
         try:
             stamp = self.lake.index_config_path.stat().st_mtime_ns
         except OSError:
@@ -226,6 +255,8 @@ class AnswerService:
                     result = self.rag().ask(standalone, config=named.config, unit=unit, progress=say)
             except BackendError as exc:
                 raise ApiError(502, f"the LLM failed: {exc}") from exc
+            except IndexUnavailable as exc:
+                raise ApiError(503, self.lake_relative(str(exc)), code="index_unavailable") from exc
             except KohakuError as exc:
                 raise ApiError(500, f"answering failed: {exc}") from exc
             response = self.response(result, named.name, time.perf_counter() - started)
