@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from contextlib import contextmanager
 
 import pyarrow.parquet as pq
@@ -16,6 +18,8 @@ from test_lake_repair import DOCS, QUESTION, _cli, _index, _search_docs, env  # 
 
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
+
+KOHAKU = [sys.executable, "-c", "import sys; from kohaku_assets.cli import main; sys.exit(main())"]
 
 
 def _rewrite_in_place(path, start: int, length: int = 64) -> None:
@@ -145,3 +149,45 @@ def test_the_manifest_names_only_regular_files_of_the_index_folder(env, capsys, 
     if how == "outside link":
         assert outside.exists()  # what lies outside the lake is never touched
         assert not any(p.is_symlink() for p in settings.lake.index_dir.iterdir())
+
+
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A real 12 MB file system (tmpfs), for a lake on a full disk; skipped where mounting
+    is not allowed."""
+    folder = tmp_path / "small_disk"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()[:80]}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)
+
+
+def test_a_full_disk_is_one_line_naming_the_folder(small_disk, corpus):
+    """Fails on main: `index` exited 1 with a 70-line SQLAlchemy traceback; doctor crashed."""
+    lake = small_disk / "lake"
+    env = {**os.environ, "DAGSTER_HOME": str(lake / ".dagster")}
+
+    def kohaku(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [*KOHAKU, *args, "--lake", str(lake), "--corpus", str(corpus)]
+        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    assert kohaku("index").returncode == 0
+    with (small_disk / "filler").open("wb") as filler:  # the disk fills up
+        try:
+            while True:
+                filler.write(b"\0" * 65536)
+                filler.flush()
+        except OSError:
+            pass
+    (corpus / "gpu.md").write_text((corpus / "gpu.md").read_text() + "\nThe B200 drew 1000 W.\n")
+    done = kohaku("index")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert f"the disk holding {lake} is full" in done.stderr and "free at least" in done.stderr
+    doctor = kohaku("doctor")
+    assert doctor.returncode in (0, 1) and "Traceback" not in doctor.stdout + doctor.stderr, doctor.stderr
+    assert len(doctor.stderr.strip().splitlines()) <= 1
