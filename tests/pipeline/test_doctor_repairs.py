@@ -169,11 +169,11 @@ def small_disk(tmp_path):
 def test_a_full_disk_is_one_line_naming_the_folder(small_disk, corpus):
     """Fails on main: `index` exited 1 with a 70-line SQLAlchemy traceback; doctor crashed."""
     lake = small_disk / "lake"
-    env = {**os.environ, "DAGSTER_HOME": str(lake / ".dagster")}
+    environ = {**os.environ, "DAGSTER_HOME": str(lake / ".dagster")}
 
     def kohaku(*args: str) -> subprocess.CompletedProcess[str]:
         command = [*KOHAKU, *args, "--lake", str(lake), "--corpus", str(corpus)]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=300)
 
     assert kohaku("index").returncode == 0
     with (small_disk / "filler").open("wb") as filler:  # the disk fills up
