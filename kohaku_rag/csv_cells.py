@@ -14,7 +14,7 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import IO
+from typing import IO, Any
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
@@ -51,8 +51,8 @@ def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, object]]) -> st
     return "".join(lines)
 
 
-def read_rows(handle: IO[str]) -> Iterator[dict[str | None, str | None]]:
+def read_rows(handle: IO[str]) -> Iterator[dict[Any, Any]]:
     """csv.DictReader's rows with each cell as written (`read_cell`); cells past the header
     stay under the key None, as DictReader puts them."""
     for row in csv.DictReader(handle):
-        yield {k: (read_cell(v) if isinstance(v, str) else v) for k, v in row.items()}  # type: ignore[misc]
+        yield {k: (read_cell(v) if isinstance(v, str) else v) for k, v in row.items()}
