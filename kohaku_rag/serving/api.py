@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -17,9 +18,10 @@ from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
-from kohaku_rag.serving.jobs import AnswerJobs, Job
+from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
 from kohaku_rag.serving.limits import ClientRate
-from kohaku_rag.serving.service import AnswerService
+from kohaku_rag.serving.served_store import job_of
+from kohaku_rag.serving.service import Answered, AnswerService
 from kohaku_rag.serving.sse import event
 
 MAX_BUDGET_CHARS = 50_000
@@ -166,6 +168,8 @@ async def answer(request: Request) -> Response:
     job = jobs.get(answer_id)
     if job is None:
         served = await anyio.to_thread.run_sync(lambda: jobs.service.served_answer(answer_id))
+        if served is None and ANSWER_ID.match(answer_id):
+            return await answer_elsewhere(request, jobs, answer_id)
         if served is None:
             raise ApiError(404, f"no answer {answer_id[:40]!r} (answers are kept while the server runs, "
                            "and once delivered in served_answers)")  # fmt: skip
@@ -181,6 +185,68 @@ async def answer(request: Request) -> Response:
     if job.error is not None:
         raise job.error
     return JSONResponse(job.status(), status_code=202)
+
+
+RESUME_POLL_SECONDS = 0.5
+RESUME_WAIT_SECONDS = 600
+
+
+def wants_events(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "") or request.query_params.get("stream") == "true"
+
+
+async def answer_elsewhere(request: Request, jobs: AnswerJobs, answer_id: str) -> Response:
+    """An answer another server process on the lake started: its answer once done (this
+    process delivers it), 202 while it runs, or as SSE its `done` once it arrives."""
+    lake = jobs.service.lake
+    found = await anyio.to_thread.run_sync(lambda: job_of(lake, answer_id))
+    if found is None:
+        raise ApiError(404, f"no answer {answer_id[:40]!r} (answers are kept while the server runs, "
+                       "and once delivered in served_answers)")  # fmt: skip
+    head = {"answer_id": answer_id, "question": found["question"], "config": found["config"]}
+    if not wants_events(request):
+        return (
+            await _finished_elsewhere(jobs, found)
+            if found["state"] != "running"
+            else JSONResponse(
+                {**head, "status": "running", "stage": "answering on another server process", "place": None}, 202
+            )
+        )
+
+    async def events() -> AsyncIterator[str]:
+        yield event("answer", head)
+        yield event("progress", {"stage": "answering on another server process"})
+        current: dict[str, Any] | None = found
+        for _ in range(int(RESUME_WAIT_SECONDS / RESUME_POLL_SECONDS)):
+            if current is not None and current["state"] != "running":
+                break
+            await asyncio.sleep(RESUME_POLL_SECONDS)
+            current = await anyio.to_thread.run_sync(lambda: job_of(lake, answer_id))
+        if current is None or current["state"] == "running":
+            yield event("error", {"error": {"message": "the answer did not arrive in time; ask again",
+                                            "type": "timeout", "code": 504}})  # fmt: skip
+        elif current["state"] == "error":
+            yield event("error", current["response"])
+        else:
+            response = await _deliver_elsewhere(jobs, current)
+            yield event("done", response)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def _deliver_elsewhere(jobs: AnswerJobs, found: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = found["response"]
+    question, unit, config, config_hash, index_version = found["key"]
+    answered = Answered((question, unit, config, config_hash, index_version), response)
+    await anyio.to_thread.run_sync(lambda: jobs.service.deliver(answered, "api"))
+    return response
+
+
+async def _finished_elsewhere(jobs: AnswerJobs, found: dict[str, Any]) -> Response:
+    if found["state"] == "error":
+        error = found["response"]["error"]
+        return JSONResponse(found["response"], status_code=int(error.get("code") or 500))
+    return JSONResponse(await _deliver_elsewhere(jobs, found))
 
 
 FEEDBACK_LIMITS = {"correct_value": 200, "correct_unit": 100, "correct_ref": 200, "comment": 2000}

@@ -9,9 +9,10 @@ Parquet/CSV files of older lakes (`served_answers/*.parquet`, `served_feedback/d
 are imported once, in the same transaction that marks the store migrated, then renamed
 `*.parquet.migrated` (kept, no longer read).
 
-Tables: `answers` (one row per answer delivered), `feedback` (one row per verdict) and
+Tables: `answers` (one row per answer delivered), `feedback` (one row per verdict),
 `reviews` (a reviewer's decision on the `feedback` question set's row, keyed by the answer
-id it was made on; new feedback never overwrites it)."""
+id it was made on; new feedback never overwrites it) and `jobs` (each answer id's state and,
+once done, its answer: what another process needs to resume an answer it did not start)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,9 @@ CREATE TABLE IF NOT EXISTS feedback (
 CREATE INDEX IF NOT EXISTS feedback_by_answer ON feedback (answer_id);
 CREATE TABLE IF NOT EXISTS reviews (
     answer_id TEXT PRIMARY KEY, question_id TEXT NOT NULL, row TEXT NOT NULL, time TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    answer_id TEXT PRIMARY KEY, time TEXT NOT NULL, state TEXT NOT NULL, question TEXT NOT NULL,
+    config TEXT NOT NULL, key TEXT, response TEXT);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -196,3 +200,32 @@ def insert_feedback(db: sqlite3.Connection, row: dict[str, Any]) -> None:
         f"INSERT INTO feedback ({', '.join(FEEDBACK_COLUMNS)}) VALUES ({', '.join('?' * len(FEEDBACK_COLUMNS))})",
         _encode(row, FEEDBACK_COLUMNS),
     )
+
+
+def job_started(lake: Lake, answer_id: str, question: str, config: str) -> None:
+    with connection(lake) as db:
+        db.execute(
+            "INSERT OR REPLACE INTO jobs VALUES (?, ?, 'running', ?, ?, NULL, NULL)",
+            (answer_id, _iso(datetime.now(UTC)), question, config),
+        )
+
+
+def job_finished(lake: Lake, answer_id: str, state: str, key: list[str] | None, response: dict[str, Any]) -> None:
+    """A job's end: "done" with its stored-answer key and answer, or "error" with the error."""
+    with connection(lake) as db:
+        db.execute(
+            "UPDATE jobs SET state = ?, key = ?, response = ? WHERE answer_id = ?",
+            (state, json.dumps(key) if key is not None else None, json.dumps(response), answer_id),
+        )
+
+
+def job_of(lake: Lake, answer_id: str) -> dict[str, Any] | None:
+    """A job started by any process on the lake: state, question, config, key, response."""
+    with connection(lake) as db:
+        row = db.execute("SELECT * FROM jobs WHERE answer_id = ?", (answer_id,)).fetchone()
+    if row is None:
+        return None
+    out = dict(row)
+    out["key"] = json.loads(out["key"]) if out["key"] else None
+    out["response"] = json.loads(out["response"]) if out["response"] else None
+    return out

@@ -5,6 +5,7 @@ processes on 127.0.0.1, a fake model (tests/support/qa_server.py)."""
 from __future__ import annotations
 
 import csv
+import json
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -62,3 +63,26 @@ def test_two_processes_on_one_lake_lose_no_row(lake: Path) -> None:
     assert sorted(int(r["correct_value"]) for r in kept) == list(range(2 * feedback_each))
     with feedback_set_path(lake_).open(encoding="utf-8", newline="") as handle:
         assert len(list(csv.DictReader(handle))) == 2 * asks_each  # one row per question, each with feedback
+
+
+def test_an_answer_started_on_one_process_is_resumed_on_another(lake: Path) -> None:
+    """Fails on main: another process knew only answers delivered before it started (404)."""
+    question, (unit, value, _doc) = next(iter(QUESTIONS.items()))
+    with VariantServer() as llm, ExitStack() as stack:
+        llm.default_delay = 2.0
+        write_config(lake, "fake", llm.base_url)
+        first, second = (stack.enter_context(kohaku_serve(lake, "--config", "fake")) for _ in range(2))
+        body = {"question": f"{question} [v1]", "unit": unit, "stream": True}
+        with httpx.stream("POST", f"{first}/api/ask", json=body, timeout=60) as started:
+            answer_id = json.loads(next(line for line in started.iter_lines() if line.startswith("data: "))[6:])[
+                "answer_id"
+            ]
+            running = httpx.get(f"{second}/api/answers/{answer_id}", timeout=10)  # the client moved on
+        assert running.status_code == 202 and running.json()["status"] == "running", running.text
+        with httpx.stream("GET", f"{second}/api/answers/{answer_id}?stream=true", timeout=60) as resumed:
+            events = [line for line in resumed.iter_lines() if line.startswith("event: ")]
+        assert events[-1] == "event: done", events
+        done = httpx.get(f"{second}/api/answers/{answer_id}", timeout=10)
+        assert done.status_code == 200 and done.json()["value"] == value
+        verdict = {"answer_id": answer_id, "verdict": "right"}
+        assert httpx.post(f"{second}/api/feedback", json=verdict, timeout=30).status_code == 200
