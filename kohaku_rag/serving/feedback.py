@@ -142,18 +142,26 @@ def take_reviews(lake: Lake, rows: list[dict[str, str]]) -> None:
     """The reviewer's decisions in the file, into the store: a row marked reviewed (its
     gold as edited), a row added by hand; a row set back to not reviewed drops its review."""
     now = datetime.now(UTC).isoformat(timespec="milliseconds")
-    with connection(lake) as db, transaction(db):
+    with connection(lake) as db:
+        held = {r[0]: json.loads(r[1]) for r in db.execute("SELECT answer_id, row FROM reviews").fetchall()}
+        changes: list[tuple[str, str, dict[str, str] | None]] = []
         for row in rows:
             qid = row.get("id") or ""
             key = row.get("answer_id") or (HAND_ROW + qid)
-            if not qid:
-                continue
-            held = db.execute("SELECT row FROM reviews WHERE answer_id = ?", (key,)).fetchone()
             keep = is_true_flag(row.get(REVIEW_COLUMN, "")) or key.startswith(HAND_ROW)
-            if keep and (held is None or json.loads(held[0]) != row):
-                db.execute("INSERT OR REPLACE INTO reviews VALUES (?, ?, ?, ?)", (key, qid, json.dumps(row), now))
-            elif not keep and held is not None:
-                db.execute("DELETE FROM reviews WHERE answer_id = ?", (key,))
+            if qid and keep and held.get(key) != row:
+                changes.append((key, qid, row))
+            elif qid and not keep and key in held:
+                changes.append((key, qid, None))
+        if not changes:  # the usual case: nothing new from the reviewer, no write
+            return
+        with transaction(db):
+            for key, qid, change in changes:
+                if change is None:
+                    db.execute("DELETE FROM reviews WHERE answer_id = ?", (key,))
+                else:
+                    values = (key, qid, json.dumps(change), now)
+                    db.execute("INSERT OR REPLACE INTO reviews VALUES (?, ?, ?, ?)", values)
 
 
 def question_rows(lake: Lake) -> list[dict[str, str]]:
