@@ -2,7 +2,7 @@
 
     python bench/faults.py                 # 14+ kills over an incremental run, 12 bad inputs,
                                            # 17 damaged lakes, two writers, 6 kills during a rebuild
-    python bench/faults.py --work /tmp/kohaku-faults --only damage,writers,rebuild
+    python bench/faults.py --work /tmp/kohaku-faults --only damage,doctor,writers,rebuild
 
 Kills: a lake holds 6 documents; 2 change; `kohaku index` is killed with SIGKILL at a
 moment of its run (spread over the per-document runs and the index assembly, found from
@@ -617,6 +617,113 @@ def bad_inputs(work: Path) -> tuple[int, int]:
     return isolated, len(BAD_INPUTS)
 
 
+def _mtime_kept(damage: Callable[[Path], None], rel: str) -> Callable[[Path], None]:
+    """The damage, then the file's size and mtime put back (`touch -r`): what the cheap
+    size+mtime check of an ordinary run cannot see."""
+
+    def hidden(lake: Path) -> None:
+        target = lake / _resolve(lake, rel)
+        stat = target.stat()
+        damage(lake)
+        _sqlite_side_files(target)
+        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    return hidden
+
+
+def _half_the_rows(rel: str) -> Callable[[Path], None]:
+    """Half the rows of a record table deleted: valid Parquet, its version kept."""
+
+    def damage(lake: Path) -> None:
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(lake / rel)
+        pq.write_table(table.slice(0, table.num_rows // 2), lake / rel)
+
+    return damage
+
+
+def _then_rebuild_needed(damage: Callable[[Path], None]) -> Callable[[Path], None]:
+    def both(lake: Path) -> None:
+        damage(lake)
+        _delete("vectors")(lake)
+
+    return both
+
+
+def _manifest_names(name: str) -> Callable[[Path], None]:
+    def damage(lake: Path) -> None:
+        path = lake / "index" / "manifest.json"
+        manifest = json.loads(path.read_text())
+        manifest["parts"]["bm25"]["files"]["bm25"].update(name=name, size=0)
+        path.write_text(json.dumps(manifest))
+
+    return damage
+
+
+def _link_outside(lake: Path) -> None:
+    """The live BM25 file replaced by a link to a copy outside the lake."""
+    own = lake / live(lake, "bm25")
+    outside = lake.parent / f"{lake.name}-outside.npz"
+    shutil.copy2(own, outside)
+    own.unlink()
+    own.symlink_to(outside)
+
+
+# Damage only a deep check sees: `kohaku doctor` must find it (exit 1, naming it, quickly),
+# then a plain `kohaku index` must repair it and `kohaku doctor` find nothing.
+DOCTOR_DAMAGES: dict[str, Callable[[Path], None]] = {
+    "vector store: vectors rewritten, mtime put back": _mtime_kept(_rewrite_vectors, "vectors"),
+    "vector store: random bytes over 3 pages, mtime put back": _mtime_kept(
+        _random_bytes_inside("vectors", 3 * 4096, 0.5), "vectors"
+    ),
+    "bm25: random bytes inside, mtime put back": _mtime_kept(_random_bytes_inside("bm25", 4096, 0.4), "bm25"),
+    "index_rows/water.parquet: half its rows deleted": _then_rebuild_needed(_half_the_rows("index_rows/water.parquet")),
+    "index_rows/gpu.parquet: random bytes inside": _then_rebuild_needed(
+        _random_bytes_inside("index_rows/gpu.parquet", 300, 0.2)
+    ),
+    "manifest names /dev/zero": _manifest_names("/dev/zero"),
+    "manifest names ../../outside.npz": _manifest_names("../../outside.npz"),
+    "the live bm25 file a link to a copy outside": _link_outside,
+}
+
+
+def doctor_damages(work: Path) -> tuple[int, int]:
+    """Each damage of DOCTOR_DAMAGES on a copy of a built lake: doctor finds it (exit 1 within
+    two minutes, no traceback), a plain `kohaku index` exits 0, search then equals a clean
+    build's, the next run recomputes nothing, doctor exits 0."""
+    corpus = write_corpus(work / "corpus")
+    clean = work / "lake_clean"
+    if index(clean, corpus).returncode != 0:
+        raise SystemExit("the clean build failed")
+    expected = search_all(clean, corpus)
+    repaired = 0
+    for k, (name, damage) in enumerate(DOCTOR_DAMAGES.items(), start=1):
+        lake = work / f"doctor_{k}"
+        shutil.copytree(clean, lake)
+        damage(lake)
+        try:
+            found = kohaku("doctor", "--lake", str(lake), "--corpus", str(corpus), timeout=120)
+            doctor_first = f"exit {found.returncode}" + (" TRACEBACK" if "Traceback" in found.stderr else "")
+            fix = index(lake, corpus)
+            after = _search_outcome(lake, corpus, expected)
+            again = index(lake, corpus)
+            quiet = again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["recomputed"] == 0
+            healthy = kohaku("doctor", "--lake", str(lake), "--corpus", str(corpus), timeout=120).returncode == 0
+        except subprocess.TimeoutExpired:
+            doctor_first, fix, after, quiet, healthy = "TIMED OUT", None, "-", False, False
+        ok = doctor_first == "exit 1" and fix is not None and fix.returncode == 0 and after == "same"
+        ok = ok and quiet and healthy
+        repaired += ok
+        print(
+            f"doctor damage {k:2d} {name:55s} doctor: {doctor_first:9s} index: exit "
+            f"{fix.returncode if fix is not None else '-'} search after: {after:5s} next run quiet: {quiet!s:5s} "
+            f"doctor after: {'healthy' if healthy else 'NOT healthy'}: {'ok' if ok else 'FAILED'}"
+        )
+        shutil.rmtree(lake, ignore_errors=True)
+    return repaired, len(DOCTOR_DAMAGES)
+
+
 def _count(label: str, pair: tuple[int, int]) -> str:
     return f"{label}: {pair[0]} / {pair[1]}"
 
@@ -625,16 +732,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", default="", help="scratch folder (default: a temporary one)")
     parser.add_argument("--timed-kills", type=int, default=8, help="kills at moments spread over the run's time")
-    parser.add_argument("--only", default="", help="comma-separated: kills,bad,damage,writers,rebuild (default: all)")
+    parser.add_argument(
+        "--only", default="", help="comma-separated: kills,bad,damage,doctor,writers,rebuild (default: all)"
+    )
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="kohaku-faults-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     t0 = time.perf_counter()
-    only = set(args.only.split(",")) if args.only else {"kills", "bad", "damage", "writers", "rebuild"}
+    only = set(args.only.split(",")) if args.only else {"kills", "bad", "damage", "doctor", "writers", "rebuild"}
     lines = []
     if "damage" in only:
         lines.append(_count("damaged lakes repaired / tried", damages(work / "damage")))
+    if "doctor" in only:
+        lines.append(
+            _count("damage only doctor sees, repaired by a plain index / tried", doctor_damages(work / "doctor"))
+        )
     if "writers" in only:
         lines.append(_count("two-writer trials ok / tried", two_writers(work / "writers")))
     if "rebuild" in only:

@@ -10,6 +10,12 @@ uvicorn on 127.0.0.1, streaming (so the time to the first progress event is meas
         abandoned questions keeping their places (the old behaviour: a grace longer than the
         run) and with them leaving the queue (the 2 s default grace): the staying clients'
         p50/p95, 429s, and how many abandoned questions the model still answered
+    python bench/serve_load.py --processes 2 [--asks 80] [--feedback 150] [--clients 16]
+        N real `kohaku serve` processes on one lake (round robin, no sticky sessions), the fake
+        model answering after --delay seconds: --asks distinct questions and --feedback verdicts
+        per process, all at once, each verdict sent to another process than the one that
+        answered; answers and verdicts a second, their p50/p95, and rows lost (served_answers
+        and served_feedback counted in the lake's store afterwards)
     flock /tmp/kohaku-llm.lock python bench/serve_load.py --bundled [--clients 3]
         the sample PDFs answered by the bundled LLM (one prompt at a time: the queue), and
         `kohaku ask`'s time for the same kind of question in the same run as the baseline
@@ -37,17 +43,19 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import httpx  # noqa: E402
 from asgi_server import serving  # noqa: E402
-from qa_server import QUESTIONS, QAServer  # noqa: E402
+from qa_server import QUESTIONS, VariantServer  # noqa: E402
+from serve_process import kohaku_serve  # noqa: E402
 from serving_corpus import write_config, write_serving_corpus  # noqa: E402
 
 import kohaku_rag as kr  # noqa: E402
+from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.samples import write_sample_corpus  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
-from kohaku_rag.serving.served import SERVED, read_day  # noqa: E402
+from kohaku_rag.serving.feedback import read_feedback  # noqa: E402
+from kohaku_rag.serving.served import all_rows  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
 
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
-_VARIANT = re.compile(r"\s*\[v\d+\]$", re.MULTILINE)
 
 # Questions for the sample PDFs (kohaku sample-corpus), with their units.
 BUNDLED_QUESTIONS = [
@@ -56,14 +64,6 @@ BUNDLED_QUESTIONS = [
     ("What was the PUE of the data center?", "PUE"),
     ("How much water does inference consume per query?", "mL"),
 ]
-
-
-class VariantServer(QAServer):
-    """Answers "<known question> [vN]" like the known question: N distinct questions (no
-    stored answer, no cached prompt can merge them) that share three facts."""
-
-    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
-        return super()._echo(body, messages, _VARIANT.sub("", key))
 
 
 def ask_streaming(
@@ -191,7 +191,7 @@ def hang_up_load(url: str, questions: list[tuple[str, str]], leave: int, after: 
 
 def served_rows(lake: Path) -> int:
     """Answers recorded as served (delivered to a client)."""
-    return sum(read_day(p).num_rows for p in (lake / SERVED).glob("*.parquet"))
+    return len(all_rows(Lake(lake)))
 
 
 def run_hang_up(args: argparse.Namespace, work: Path) -> None:
@@ -218,6 +218,60 @@ def run_hang_up(args: argparse.Namespace, work: Path) -> None:
             )  # fmt: skip
             row["served_rows"] = served_rows(lake) - served_before
         print(json.dumps({"setting": f"{label}; fake model {args.delay}s per request, one at a time", **row}))
+
+
+def timed_post(url: str, body: dict[str, object], path: str) -> tuple[int, float, dict[str, object]]:
+    started = time.perf_counter()
+    try:
+        r = httpx.post(f"{url}{path}", json=body, timeout=600)
+    except httpx.HTTPError as exc:
+        return 0, time.perf_counter() - started, {"error": type(exc).__name__}
+    return r.status_code, time.perf_counter() - started, r.json()
+
+
+def run_processes(args: argparse.Namespace, work: Path) -> None:
+    """N serve processes on one lake: every ask, then every verdict, at once."""
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import ExitStack
+
+    lake = work / "lake"
+    kr.index(write_serving_corpus(work / "corpus"), lake, progress=lambda _m: None)
+    facts = list(QUESTIONS.items())
+    n = args.processes
+    asks = [(f"{facts[i % 3][0]} [v{i + 1}]", facts[i % 3][1][0]) for i in range(args.asks * n)]
+    with VariantServer() as llm, ExitStack() as stack:
+        llm.default_delay = args.delay
+        write_config(lake, "fake", llm.base_url, max_concurrent=8)
+        flags = ("--config", "fake", "--feedback-per-minute", "100000", "--feedback-per-answer", "100000")
+        urls = [stack.enter_context(kohaku_serve(lake, *flags)) for _ in range(n)]
+        served_before, feedback_before = served_rows(lake), len(read_feedback(Lake(lake)))
+        with ThreadPoolExecutor(args.clients) as pool:
+            started = time.perf_counter()
+            asked = list(pool.map(lambda i: timed_post(urls[i % n], {"question": asks[i][0], "unit": asks[i][1]},
+                                                       "/api/ask"), range(len(asks))))  # fmt: skip
+            ask_wall = time.perf_counter() - started
+            ids = [str(body.get("answer_id")) for status, _, body in asked if status == 200]
+
+            def verdict(i: int) -> tuple[int, float, dict[str, object]]:
+                body = {"answer_id": ids[i % len(ids)], "verdict": "wrong", "correct_value": str(i), "comment": "x"}
+                return timed_post(urls[(i + 1) % n], body, "/api/feedback")
+
+            started = time.perf_counter()
+            said = list(pool.map(verdict, range(args.feedback * n)))
+            feedback_wall = time.perf_counter() - started
+    ok_asks = [s for status, s, _ in asked if status == 200]
+    ok_feedback = [s for status, s, body in said if status == 200 and body.get("kept")]
+    kept_answers = served_rows(lake) - served_before
+    kept_feedback = len(read_feedback(Lake(lake))) - feedback_before
+    print(json.dumps({
+        "setting": f"{n} kohaku serve processes on one lake, fake model {args.delay}s per request",
+        "asks": len(asks), "answers_200": len(ok_asks), "answers_per_s": round(len(ok_asks) / ask_wall, 1),
+        "answer_p50_s": percentile(ok_asks, 0.5), "answer_p95_s": percentile(ok_asks, 0.95),
+        "feedback_posts": len(said), "feedback_200": len(ok_feedback),
+        "feedback_per_s": round(len(ok_feedback) / feedback_wall, 1),
+        "feedback_p50_s": percentile(ok_feedback, 0.5), "feedback_p95_s": percentile(ok_feedback, 0.95),
+        "answers_lost": len(ok_asks) - kept_answers, "feedback_lost": len(ok_feedback) - kept_feedback,
+    }))  # fmt: skip
 
 
 def run_bundled(args: argparse.Namespace, work: Path) -> None:
@@ -254,10 +308,16 @@ def main() -> int:
     parser.add_argument("--hang-up", action="store_true", help="clients that hang up (queue places freed)")
     parser.add_argument("--leave", type=int, default=8, help="clients that hang up (with --hang-up)")
     parser.add_argument("--after", type=float, default=1.0, help="seconds before they hang up (with --hang-up)")
+    parser.add_argument("--processes", type=int, default=0, help="N serve processes on one lake (asks + feedback)")
+    parser.add_argument("--asks", type=int, default=80, help="questions per process (with --processes)")
+    parser.add_argument("--feedback", type=int, default=150, help="verdicts per process (with --processes)")
     parser.add_argument("--work", default=None)
     args = parser.parse_args()
-    args.clients = args.clients or (3 if args.bundled else 12 if args.hang_up else 8)
+    args.clients = args.clients or (3 if args.bundled else 12 if args.hang_up else 16 if args.processes else 8)
     work = Path(args.work or tempfile.mkdtemp(prefix="kohaku-serve-load-"))
+    if args.processes:
+        run_processes(args, work)
+        return 0
     (run_bundled if args.bundled else run_hang_up if args.hang_up else run_fake)(args, work)
     return 0
 

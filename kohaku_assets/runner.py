@@ -359,6 +359,14 @@ def _run_index(
         # The whole job when all are behind (the run the UI would launch), else those behind.
         subset = None if len(stale) == len(lags) else stale
         result = run_job(settings, assemble_indexes_job.name, models=models, asset_selection=subset)
+        # A record table found damaged while assembling is set aside (assembly.DamagedRows):
+        # its document is recomputed from the corpus file and the indexes assembled again.
+        gone = [d for d in plan.unchanged if not lake.table(ix.INDEX_ROWS, d).exists()]
+        if not result.success and gone:
+            progress(f"recomputing {', '.join(gone)} from the corpus: {failure_message(result, verbose=False)}")
+            for n, doc_id in enumerate(gone, start=1):
+                record(n, doc_id, _index_document(settings, doc_id, models, verbose))
+            result = run_job(settings, assemble_indexes_job.name, models=models, asset_selection=subset)
         if not result.success:
             raise RunFailed(f"index assembly failed: {failure_message(result, verbose=verbose)}")
         rebuilt = materialization_metadata(result).get("vector_index", {}).get("rebuilt")

@@ -50,9 +50,8 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_plan import plan_index
-from kohaku_rag.lake import Lake
-from kohaku_rag.serving.feedback import FEEDBACK, feedback_path, feedback_set_path
-from kohaku_rag.serving.served import SERVED, day_path
+from kohaku_rag.serving.feedback import FEEDBACK, feedback_set_path, feedback_version
+from kohaku_rag.serving.served import SERVED, day_versions
 
 # ── the corpus ─────────────────────────────────────────────────────────────
 
@@ -363,31 +362,22 @@ def sweeps_sensor(context: SensorEvaluationContext, settings: KohakuSettings) ->
 # ── what `kohaku serve` answered ───────────────────────────────────────────
 
 
-def served_versions(lake: Lake) -> dict[str, str]:
-    """Each day file's version (size and modification time: the server only appends)."""
-    out = {}
-    for day in lake.partitions(SERVED):
-        stat = day_path(lake, day).stat()
-        out[day] = f"{stat.st_size}:{stat.st_mtime_ns}"
-    return out
-
-
 @sensor(
     minimum_interval_seconds=60,
     default_status=DefaultSensorStatus.RUNNING,
     asset_selection=[SERVED],  # listed under the asset's Automations, like served_feedback_sensor
     description="Registers each day `kohaku serve` answered questions as a `served_answers` partition and records "
-    "the day's rows as its materialization when the file changes (no run is launched: it reads one small file).",
+    "the day's rows as its materialization when they change (no run is launched: it reads the served store).",
 )
 def served_answers_sensor(context: SensorEvaluationContext, settings: KohakuSettings) -> SensorResult | SkipReason:
-    versions = served_versions(settings.lake)
+    versions = day_versions(settings.lake)
     seen = json.loads(context.cursor) if context.cursor else {}
     changed = sorted(day for day, version in versions.items() if seen.get(day) != version)
     if not changed:
         return SkipReason("no served answers since the last tick")
     registered = set(context.instance.get_dynamic_partitions(SERVED_DAYS))
     events = [
-        AssetMaterialization(asset_key=SERVED, partition=day, metadata=day_metadata(day_path(settings.lake, day)))
+        AssetMaterialization(asset_key=SERVED, partition=day, metadata=day_metadata(settings.lake, day))
         for day in changed
     ]
     context.log.info(f"recorded {len(changed)} day(s) of served answers: {', '.join(changed)}")
@@ -396,14 +386,6 @@ def served_answers_sensor(context: SensorEvaluationContext, settings: KohakuSett
         dynamic_partitions_requests=_partition_requests(served_days, sorted(set(changed) - registered), []),
         cursor=json.dumps(versions, sort_keys=True),
     )
-
-
-def feedback_version(lake: Lake) -> str:
-    path = feedback_path(lake)
-    if not path.exists():
-        return ""
-    stat = path.stat()
-    return f"{stat.st_size}:{stat.st_mtime_ns}"
 
 
 @sensor(

@@ -7,6 +7,11 @@ that can't be read is set aside and recomputed, an index that differs from the r
 re-assembled from them, a leftover of a killed write is deleted. `repair_lake` applies the
 fixes that need no corpus; re-indexing (`kohaku index`, which `kohaku doctor --repair` runs
 afterwards) does the rest.
+
+One check, one repair: what `doctor` finds that the cheap checks of an ordinary run miss
+(a file's bytes changed with its size and mtime put back, a table's rows garbled behind a
+valid footer) is recorded beside the file (`lake.mark_damaged`), so the next plain
+`kohaku index` treats it as damaged and rebuilds it.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.failures import recorded_failure
 from kohaku_rag.indexing.index_health import verify_index
 from kohaku_rag.indexing.index_plan import INTERMEDIATE
-from kohaku_rag.lake import Lake, unreadable_reason
+from kohaku_rag.lake import Lake, content_problem, unreadable_reason
 from kohaku_rag.lake_lock import LOCK_FILE, current_holder, is_alive
+from kohaku_rag.stores.damage import mark_damaged
 
 __all__ = ["Finding", "check_lake", "repair_lake"]
 
@@ -85,9 +91,13 @@ def _parquet_files(lake: Lake) -> list[Path]:
 
 
 def _unreadable_tables(lake: Lake) -> list[Finding]:
+    """Tables that can't be read, or whose content differs from their checksum (recorded,
+    so the next ordinary run recomputes them too)."""
     found = []
     for path in _parquet_files(lake):
         why = unreadable_reason(path)
+        if why is None and (why := content_problem(path)) is not None:
+            mark_damaged(path, why)
         if why is not None:
             found.append(Finding("table", str(path), f"can't be read ({why})", "set aside and recomputed", True))
     return found
@@ -109,6 +119,10 @@ def _indexes(lake: Lake, corpus: Path | None) -> list[Finding]:
         return []
     rebuild = "rebuilt from the stored rows by `kohaku index`"
     found = [Finding("index", subject, problem, rebuild, True) for subject, problem in verify_index(lake)]
+    for finding in found:  # recorded: the next `kohaku index` rebuilds what only this deep check saw
+        path = Path(finding.subject)
+        if path.parent == lake.index_dir and path.is_file() and path.name != lake.manifest_path.name:
+            mark_damaged(path, finding.problem)
     if not lake.manifest_path.exists():
         found.append(Finding("index", str(lake.manifest_path), "no published index generation", rebuild, True))
         return found

@@ -33,6 +33,15 @@ class MissingPredictions(KohakuError):
     that computes it."""
 
 
+class DamagedRows(KohakuError):
+    """A document's stored index rows differ from the checksum they were written with:
+    they are set aside, and the document is recomputed from its corpus file."""
+
+    def __init__(self, doc_id: str, message: str) -> None:
+        self.doc_id = doc_id
+        super().__init__(message)
+
+
 class IndexUnavailable(KohakuError):
     """An index file is missing or unreadable: searching it would return nothing or crash.
     The message names the file and the fix (`kohaku index` rebuilds it from the stored rows)."""

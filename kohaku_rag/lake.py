@@ -6,6 +6,7 @@ crash or a failed partition leaves the previous good file untouched.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -18,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.stores.damage import damage_marker, recorded_damage
 from kohaku_rag.stores.manifest import MANIFEST_NAME, read_manifest
 
 _log = logging.getLogger("kohaku")
@@ -54,13 +56,46 @@ def write_bytes_atomic(target: Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
+# What every stored table records of itself, so rows deleted or garbled behind a valid
+# footer are found: its row count (checked on every read of the footer, free) and a
+# checksum of its content (checked when the table is read whole, and by `kohaku doctor`).
+ROWS_KEY = "kohaku.rows"
+CONTENT_KEY = "kohaku.content_sha256"
+
+
+def _plain_type(kind: pa.DataType) -> pa.DataType:
+    """The type with what a Parquet round trip renames (a list's item field) made plain."""
+    if pa.types.is_list(kind):
+        return pa.list_(_plain_type(kind.value_type))
+    if pa.types.is_fixed_size_list(kind):
+        return pa.list_(_plain_type(kind.value_type), kind.list_size)
+    if pa.types.is_large_list(kind):
+        return pa.large_list(_plain_type(kind.value_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _plain_type(f.type)) for f in kind])
+    return kind
+
+
+def table_digest(table: pa.Table) -> str:
+    """A checksum of a table's content (metadata left out): the Arrow IPC stream of its
+    columns in one chunk, with plain types, which a Parquet round trip reproduces."""
+    schema = pa.schema([pa.field(f.name, _plain_type(f.type)) for f in table.schema])
+    plain = table.replace_schema_metadata(None).cast(schema).combine_chunks()
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, plain.schema) as writer:
+        writer.write_table(plain)
+    return hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest()
+
+
 def write_parquet_atomic(table: pa.Table, target: Path, metadata: dict[str, str] | None = None) -> None:
-    if metadata:
-        merged = dict(table.schema.metadata or {})
-        merged.update({k.encode(): v.encode() for k, v in metadata.items()})
-        table = table.replace_schema_metadata(merged)
+    merged = dict(table.schema.metadata or {})
+    merged.update({k.encode(): v.encode() for k, v in (metadata or {}).items()})
+    merged[ROWS_KEY.encode()] = str(table.num_rows).encode()
+    merged[CONTENT_KEY.encode()] = table_digest(table).encode()
+    table = table.replace_schema_metadata(merged)
     with atomic_path(target) as tmp:
         pq.write_table(table, tmp, compression="zstd")
+    damage_marker(target).unlink(missing_ok=True)  # a new table: what was found of the old one is moot
 
 
 def parquet_metadata(path: Path) -> dict[str, str]:
@@ -73,18 +108,41 @@ def parquet_metadata(path: Path) -> dict[str, str]:
         meta = pq.read_schema(path).metadata or {}
     except (OSError, pa.ArrowException):
         return {}
-    return {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
+    found = {k.decode(): v.decode() for k, v in meta.items() if not k.startswith(b"ARROW:")}
+    return found if unreadable_reason(path) is None else {}
 
 
 def unreadable_reason(path: Path) -> str | None:
     """Why a stored Parquet file can't be read (None: absent or readable). Reads its footer
-    only: a file cut short or overwritten loses its footer first."""
+    only: a file cut short or overwritten loses its footer first; rows deleted behind a
+    valid footer change its row count; what `kohaku doctor` found in its content is
+    recorded beside it (`content_problem`)."""
     try:
-        pq.read_metadata(path)
+        footer = pq.read_metadata(path)
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException) as exc:
         return " ".join(str(exc).split()) or type(exc).__name__
+    meta = footer.metadata or {}
+    rows = meta.get(ROWS_KEY.encode())
+    if rows is not None and rows.decode() != str(footer.num_rows):
+        return f"holds {footer.num_rows} rows, {rows.decode()} when it was written"
+    return recorded_damage(path)
+
+
+def content_problem(path: Path, table: pa.Table | None = None) -> str | None:
+    """What is wrong with a stored table's content (None: it matches the checksum it was
+    written with, or it has none: a table from before checksums). Reads it whole (or takes
+    the `table` already read)."""
+    try:
+        table = table if table is not None else pq.read_table(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowException) as exc:
+        return " ".join(str(exc).split()) or type(exc).__name__
+    want = (table.schema.metadata or {}).get(CONTENT_KEY.encode())
+    if want is not None and table_digest(table) != want.decode():
+        return "its content differs from the checksum it was written with"
     return None
 
 
@@ -100,6 +158,7 @@ def is_stored(path: Path) -> bool:
         return True
     aside = path.with_name(path.name + ".unreadable")
     os.replace(path, aside)
+    damage_marker(path).unlink(missing_ok=True)
     _log.warning("%s can't be read (%s): moved aside to %s; it is recomputed", path, why, aside.name)
     return False
 
@@ -109,7 +168,7 @@ _PUBLISHED_NAMES: dict[tuple[str, int, int], tuple[str, ...]] = {}
 
 def _file_stamp(path: Path) -> tuple[int, int] | None:
     try:
-        stat = path.stat()
+        stat = path.lstat()  # a file swapped for a link changes the stamp (the manifest refuses links)
     except OSError:
         return None
     return stat.st_size, stat.st_mtime_ns

@@ -2,13 +2,13 @@
 with answers; and what they said about the answers, `served_feedback`, with the `feedback`
 question set built from it.
 
-The server appends each answer to its day's Parquet file as it serves it
-(kohaku_rag.serving.served); `served_answers_sensor` registers each such day as a partition
-and records the file's rows as the day's materialization when the file changes, so a team
-sees in the UI what is asked, with which config, how fast, and can turn real questions into
-an evaluation set. Materializing a day from the UI reads the file back the same way."""
+Every server process on the lake appends each answer to the lake's served store as it
+serves it (kohaku_rag.serving.served_store: SQLite in WAL mode, `served/served.sqlite`);
+`served_answers_sensor` registers each day with answers as a partition and records the
+day's rows as its materialization when they change, so a team sees in the UI what is
+asked, with which config, how fast, and can turn real questions into an evaluation set.
+Materializing a day from the UI reads the store back the same way."""
 
-import csv
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -25,20 +25,24 @@ from dagster import (
 )
 
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, served_days
-from kohaku_assets.resources import KohakuSettings, lake_path
+from kohaku_assets.resources import KohakuSettings
+from kohaku_rag.csv_cells import read_rows
 from kohaku_rag.evaluation.wattbot_csv import REVIEW_COLUMN, is_true_flag
+from kohaku_rag.lake import Lake
 from kohaku_rag.serving.feedback import FEEDBACK, feedback_set_path, read_feedback, write_question_set
-from kohaku_rag.serving.served import SERVED, day_path, read_day
+from kohaku_rag.serving.served import SERVED, day_rows
+from kohaku_rag.serving.served_store import store_path
 
 PREVIEW_ROWS = 20
 
 
-def day_metadata(path: Path) -> dict[str, Any]:
-    """What the UI shows for one day's file: counts, the median time to answer, the configs
+def day_metadata(lake: Lake, day: str) -> dict[str, Any]:
+    """What the UI shows for one day: counts, the median time to answer, the configs
     asked, and the latest rows."""
-    if not path.exists():
+    path = store_path(lake)
+    rows = day_rows(lake, day)
+    if not rows:
         return {"questions": 0, "path": MetadataValue.path(str(path))}
-    rows = read_day(path).to_pylist()
     seconds = [r["seconds"] for r in rows if not r["stored"]]
     configs = Counter(r["config"] for r in rows)
     preview = [
@@ -75,15 +79,16 @@ def day_metadata(path: Path) -> dict[str, Any]:
     group_name=ANSWERING_GROUP,
     owners=OWNERS,
     tags=ANSWERING_TAGS,
-    kinds={"parquet", "duckdb", "python"},
-    code_version="1",
+    kinds={"sqlite", "python"},
+    code_version="2",
     description="Every question answered by `kohaku serve` that day (question, config, answer, refs, seconds, "
-    f"time; no client address), appended by the server to `{lake_path(SERVED)}/DAY.parquet`; "
-    "served_answers_sensor adds each day with answers as a partition and records its rows when they change. "
-    f"`duckdb -c \"from '{lake_path(SERVED, '*.parquet')}'\"` reads them all.",
+    "time; no client address), appended by every server process on the lake to the `answers` table of "
+    "`<lake>/served/served.sqlite` (SQLite, WAL); served_answers_sensor adds each day with answers as a "
+    "partition and records its rows when they change. `sqlite3 -readonly <lake>/served/served.sqlite "
+    "'select * from answers'` reads them all.",
 )
 def served_answers(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    return MaterializeResult(metadata=day_metadata(day_path(settings.lake, context.partition_key)))
+    return MaterializeResult(metadata=day_metadata(settings.lake, context.partition_key))
 
 
 def feedback_metadata(settings: KohakuSettings, path: Path) -> dict[str, Any]:
@@ -92,7 +97,7 @@ def feedback_metadata(settings: KohakuSettings, path: Path) -> dict[str, Any]:
     rows = []
     if path.exists():
         with path.open(encoding="utf-8", newline="") as handle:
-            rows = list(csv.DictReader(handle))
+            rows = list(read_rows(handle))
     reviewed = sum(is_true_flag(r.get(REVIEW_COLUMN) or "") for r in rows)
     return {
         "verdicts": sum(verdicts.values()),
@@ -110,13 +115,16 @@ def feedback_metadata(settings: KohakuSettings, path: Path) -> dict[str, Any]:
     group_name=ANSWERING_GROUP,
     owners=OWNERS,
     tags=ANSWERING_TAGS,
-    kinds={"parquet", "csv", "python"},
-    code_version="1",
-    description="What users said about served answers (right, or wrong with a correction), kept by the server in "
-    f"`{lake_path(FEEDBACK, 'data.parquet')}`, and the `feedback` question set built from it, "
+    kinds={"sqlite", "csv", "python"},
+    code_version="2",
+    description="What users said about served answers (right, or wrong with a correction), appended by every "
+    "server process to the `feedback` table of `<lake>/served/served.sqlite` (reviewers' decisions in its "
+    "`reviews` table), and the `feedback` question set built from it, "
     "`qa/question_sets/feedback.csv` (a WattBot question file; a row counts once a reviewer sets `reviewed` to "
     'yes). A config with `questions = "feedback"` scores on it through the same leaderboard.',
 )
 def served_feedback(context: AssetExecutionContext, settings: KohakuSettings) -> MaterializeResult:
-    path = write_question_set(settings.lake) if read_feedback(settings.lake) else feedback_set_path(settings.lake)
+    path = feedback_set_path(settings.lake)
+    if read_feedback(settings.lake) or path.exists():
+        path = write_question_set(settings.lake)
     return MaterializeResult(metadata=feedback_metadata(settings, path))

@@ -27,6 +27,7 @@ from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, run_index
 from kohaku_rag.answering.qa_config_file import load_qa_config
+from kohaku_rag.disk_full import disk_full_message, is_disk_full, nearly_full
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.indexing.corpus import check_corpus_folder
@@ -245,11 +246,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    lake = Path(getattr(args, "lake", None) or "data_lake")
+    writes = args.command == "index" or getattr(args, "repair", False)
+    if writes and nearly_full(lake):  # before Dagster starts: its run storage would print its own errors
+        print(f"kohaku: {disk_full_message(lake)}", file=sys.stderr)
+        return 1
     try:
         return int(args.func(args))
-    except (FileNotFoundError, ValueError, KohakuError) as exc:
-        print(f"kohaku: {exc}", file=sys.stderr)
-        return 2
+    except Exception as exc:
+        if is_disk_full(exc) or nearly_full(lake):  # SQLite, SQLAlchemy, Arrow each say it their own way
+            print(f"kohaku: {disk_full_message(lake)}", file=sys.stderr)
+            return 1
+        if isinstance(exc, FileNotFoundError | ValueError | KohakuError):
+            print(f"kohaku: {exc}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -30,8 +30,16 @@ def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[
     settings.index_config()  # a different --index-config is refused, as everywhere
     if args.config and args.config != "default" and args.config not in config_files(configs_dir(settings.lake)):
         raise ValueError(f"--config {args.config}: no {args.config}.toml or .json in {configs_dir(settings.lake)}")
+    for flag in ("feedback_per_minute", "feedback_per_answer"):
+        if getattr(args, flag, 1) < 1:
+            raise ValueError(f"--{flag.replace('_', '-')}: give a whole number of at least 1")
     served = ServeSettings(
-        lake=Path(settings.lake.root), config=args.config, api_key=key, cors_origin=args.cors or None
+        lake=Path(settings.lake.root),
+        config=args.config,
+        api_key=key,
+        cors_origin=args.cors or None,
+        feedback_per_minute=getattr(args, "feedback_per_minute", ServeSettings.feedback_per_minute),
+        feedback_per_answer=getattr(args, "feedback_per_answer", ServeSettings.feedback_per_answer),
     )
     return served, warning
 
@@ -67,4 +75,18 @@ def add_parser(
         "--no-auth", action="store_true", help="allow a non-loopback --host without a key (prints a warning)"
     )
     p.add_argument("--cors", default=None, metavar="ORIGIN", help="allow cross-origin calls from this one origin")
+    p.add_argument(
+        "--feedback-per-minute",
+        type=int,
+        default=ServeSettings.feedback_per_minute,
+        metavar="N",
+        help="feedback posts one client address may send a minute, per process (default: %(default)s)",
+    )
+    p.add_argument(
+        "--feedback-per-answer",
+        type=int,
+        default=ServeSettings.feedback_per_answer,
+        metavar="N",
+        help="verdicts kept on one answer, over every process on the lake (default: %(default)s)",
+    )
     p.set_defaults(func=lambda args: cmd_serve(args, settings_of(args)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar, cast
@@ -76,6 +77,9 @@ class CachedEmbedder:
         self.misses = 0
         self._conn: apsw.Connection | None = None
         self._conn_pid = -1
+        # one connection, used by one thread at a time: a server answers several questions
+        # at once in worker threads, and apsw refuses a connection busy in another thread
+        self._lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, path={str(self.path)!r})"
@@ -134,13 +138,15 @@ class CachedEmbedder:
 
     def __len__(self) -> int:
         """Entries in the file, over every model."""
-        ((count,),) = self._connection().execute("SELECT count(*) FROM embeddings").fetchall()
+        with self._lock:
+            ((count,),) = self._connection().execute("SELECT count(*) FROM embeddings").fetchall()
         return int(cast(int, count))
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def _connection(self) -> apsw.Connection:
         # A forked worker must not reuse its parent's SQLite handle; open its own.
@@ -156,21 +162,23 @@ class CachedEmbedder:
         return self._conn
 
     def _lookup(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
-        conn = self._connection()
         found: dict[bytes, np.ndarray] = {}
-        for chunk in _chunks(keys, LOOKUP_CHUNK):
-            marks = ",".join("?" * len(chunk))
-            for key, blob in conn.execute(f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", chunk):
-                found[bytes(key)] = np.frombuffer(blob, dtype="<f4")
+        with self._lock:
+            conn = self._connection()
+            for chunk in _chunks(keys, LOOKUP_CHUNK):
+                marks = ",".join("?" * len(chunk))
+                for key, blob in conn.execute(f"SELECT key, vec FROM embeddings WHERE key IN ({marks})", chunk):
+                    found[bytes(key)] = np.frombuffer(blob, dtype="<f4")
         return found
 
     def _store(self, keys: list[bytes], vectors: np.ndarray) -> None:
         if vectors.shape[0] != len(keys):
             raise ValueError(f"{self.inner!r} returned {vectors.shape[0]} vectors for {len(keys)} texts")
         rows = [(k, v.astype("<f4").tobytes()) for k, v in zip(keys, vectors)]
-        conn = self._connection()
-        with conn:  # one transaction per chunk
-            conn.executemany("INSERT OR REPLACE INTO embeddings(key, vec) VALUES (?, ?)", rows)
+        with self._lock:
+            conn = self._connection()
+            with conn:  # one transaction per chunk
+                conn.executemany("INSERT OR REPLACE INTO embeddings(key, vec) VALUES (?, ?)", rows)
 
 
 def _chunks(items: list[bytes], size: int) -> Iterator[list[bytes]]:

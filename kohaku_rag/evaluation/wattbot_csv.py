@@ -8,11 +8,11 @@ official columns, as train_QA.csv spells them.
 from __future__ import annotations
 
 import csv
-import io
 import re
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from kohaku_rag.csv_cells import csv_text, read_rows
 from kohaku_rag.evaluation.normalise import is_blank_value, parse_ref_ids
 from kohaku_rag.evaluation.records import BLANK, BLANK_TEXT, FLAG_COLUMNS, Answer, Question
 from kohaku_rag.lake import atomic_path
@@ -60,7 +60,7 @@ def load_questions(csv_path: str | Path, *, require_unit: bool = True) -> list[Q
     try:
         # utf-8-sig strips a BOM; newline="" lets csv handle CRLF and quoted newlines.
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            rows = list(csv.DictReader(handle))
+            rows = list(read_rows(handle))
             header = rows[0].keys() if rows else _header_of(path)
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
@@ -142,9 +142,8 @@ def load_submission(csv_path: str | Path) -> dict[str, Answer]:
     path = Path(csv_path)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.DictReader(handle)
-            header = list(reader.fieldnames or [])
-            rows = list(reader)
+            rows = list(read_rows(handle))
+        header = [str(k) for k in rows[0] if k is not None] if rows else list(_header_of(path))
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except FileNotFoundError as exc:
@@ -278,14 +277,12 @@ def write_submission_csv(
     ref_urls: Mapping[str, str] | None = None,
 ) -> Path:
     """Write the submission atomically: UTF-8 without BOM, LF line endings, the nine
-    official columns, quoting only where CSV needs it (like train_QA.csv)."""
+    official columns, quoting only where CSV needs it (like train_QA.csv), a cell a
+    spreadsheet would run as a formula prefixed with `'` (csv_cells)."""
     target = Path(path)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(WATTBOT_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(to_submission_rows(preds, questions, ref_urls))
+    text = csv_text(WATTBOT_COLUMNS, to_submission_rows(preds, questions, ref_urls))
     with atomic_path(target) as tmp:
-        tmp.write_text(buffer.getvalue(), encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
     return target
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.errors import DamagedRows
 from kohaku_rag.indexing.index_health import (
     IndexLag,
     indexes_behind,
@@ -30,9 +31,10 @@ from kohaku_rag.indexing.index_health import (
     wanted_versions,
 )
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source
-from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
+from kohaku_rag.lake import Lake, content_problem, parquet_metadata, write_parquet_atomic
 from kohaku_rag.lake_lock import hold_lake
 from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION, BM25Index, tokenize
+from kohaku_rag.stores.damage import damage_marker
 from kohaku_rag.stores.manifest import IndexPart, describe_file, new_file, publish_staged, read_manifest, stage
 from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore, remove_store, seal_store
 
@@ -104,7 +106,18 @@ def _mismatch(lake: Lake, live: IndexPart, dim: int, model_id: str) -> str | Non
 
 def _upserts(lake: Lake, wanted: dict[str, str], doc_ids: list[str]) -> Iterable[DocumentUpsert]:
     for doc_id in doc_ids:
-        table = pq.read_table(lake.table(INDEX_ROWS, doc_id))
+        path = lake.table(INDEX_ROWS, doc_id)
+        try:
+            table: pa.Table | None = pq.read_table(path)
+        except (OSError, pa.ArrowException):
+            table = None  # garbled behind a valid footer: content_problem says how
+        problem = content_problem(path, table)
+        if problem or table is None:  # rows deleted or garbled behind a valid footer: never indexed
+            aside = path.with_name(path.name + ".unreadable")
+            path.replace(aside)
+            damage_marker(path).unlink(missing_ok=True)
+            raise DamagedRows(doc_id, f"{path}: {problem}; set aside to {aside.name}, {doc_id} is recomputed "
+                              "from its corpus file (`kohaku index`)")  # fmt: skip
         source = read_source(lake, doc_id)
         yield DocumentUpsert(
             doc_id,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kohaku_rag.errors import KohakuError
+from kohaku_rag.errors import DamagedRows, KohakuError
 from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
@@ -73,6 +73,24 @@ def index_corpus(
         return _index_corpus(corpus, lake, cfg, models or ModelPool(), progress, retry_failed, follow_links)
 
 
+def _assemble(
+    lake: Lake, corpus: Path, keep: list[str], cfg: IndexConfig, models: ModelPool, progress: Progress
+) -> None:
+    # Not "if something was built": an earlier run may have died mid-assembly.
+    lag = assembly.indexes_behind(lake, keep, corpus)
+    for line in lag.problems():
+        progress(line)
+    if lag.vectors:
+        embedder = models.embedder(cfg.embedder, lake)
+        stats = assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
+        if stats.rebuilt and not lag.problems():
+            progress(f"rebuilt the vector index from the stored rows of {stats.documents} documents: {stats.rebuilt}")
+    if lag.bm25:
+        assembly.assemble_bm25(lake, keep)
+    if lag.aids:
+        search_aids.assemble_search_aids(lake, keep, corpus)
+
+
 def _index_corpus(
     corpus: Path,
     lake: Lake,
@@ -115,19 +133,13 @@ def _index_corpus(
         done.append(doc_id)
         progress(f"[{n}/{len(build)}] indexed {doc_id} in {time.perf_counter() - t0:.1f}s")
     keep = sorted(set(scan.documents) | set(scan.missing))
-    # Not "if something was built": an earlier run may have died mid-assembly.
-    lag = assembly.indexes_behind(lake, keep, corpus)
-    for line in lag.problems():
-        progress(line)
-    if lag.vectors:
-        embedder = models.embedder(cfg.embedder, lake)
-        stats = assembly.assemble_vector_index(lake, keep, embedder.dim, embedder.model_id)
-        if stats.rebuilt and not lag.problems():
-            progress(f"rebuilt the vector index from the stored rows of {stats.documents} documents: {stats.rebuilt}")
-    if lag.bm25:
-        assembly.assemble_bm25(lake, keep)
-    if lag.aids:
-        search_aids.assemble_search_aids(lake, keep, corpus)
+    for _attempt in range(len(keep) + 1):
+        try:
+            _assemble(lake, corpus, keep, cfg, models, progress)
+            break
+        except DamagedRows as exc:  # its rows set aside: recomputed from the corpus, then assembled again
+            progress(f"recomputing {exc.doc_id}: {one_line(exc)}")
+            index_document(lake, corpus, exc.doc_id, cfg, models, follow_links=follow_links)
     failed.update(plan.held)
     return IndexSummary(
         len(plan.unchanged) + len(done), done, plan.unchanged, plan.remove, failed, time.perf_counter() - started

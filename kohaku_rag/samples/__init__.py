@@ -8,14 +8,13 @@ vector bar chart), so anyone can regenerate the corpus offline and byte for byte
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import pymupdf
 
+from kohaku_rag.csv_cells import csv_text
 from kohaku_rag.lake import write_bytes_atomic
 from kohaku_rag.samples.render import parse_markdown, render_pdf
 
@@ -87,11 +86,7 @@ def write_sample_corpus(dest: Path) -> list[Path]:
                 "url": "",
             }
         )
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=METADATA_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_bytes_atomic(dest / "metadata.csv", buf.getvalue().encode("utf-8"))
+    write_bytes_atomic(dest / "metadata.csv", csv_text(METADATA_FIELDS, rows).encode("utf-8"))
     return paths
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -13,11 +14,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from kohaku_rag.answering.followup import Turn
+from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
-from kohaku_rag.serving.jobs import AnswerJobs, Job
-from kohaku_rag.serving.service import AnswerService
+from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
+from kohaku_rag.serving.limits import ClientRate
+from kohaku_rag.serving.served_store import job_of
+from kohaku_rag.serving.service import Answered, AnswerService
 from kohaku_rag.serving.sse import event
 
 MAX_BUDGET_CHARS = 50_000
@@ -48,7 +52,14 @@ def service_of(request: Request) -> AnswerService:
 
 
 async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok", "documents": len(service_of(request).documents.ids())})
+    """200 "ok" while the lake can be searched; 503 with the reason when its index can't
+    (a load balancer then stops sending questions to a process that can't answer them)."""
+    service = service_of(request)
+    documents = len(service.documents.ids())
+    problem = await anyio.to_thread.run_sync(service.index_problem)
+    if problem is not None:
+        return JSONResponse({"status": "index unavailable", "error": problem, "documents": documents}, 503)
+    return JSONResponse({"status": "ok", "documents": documents})
 
 
 async def search(request: Request) -> Response:
@@ -62,7 +73,10 @@ async def search(request: Request) -> Response:
         raise ApiError(400, f"budget_chars: an integer from 1 to {MAX_BUDGET_CHARS}")
     named = service.named_config(optional_str(body, "config"))
     cfg: RetrievalConfig = named.config.retrieval.search
-    items = service.rag().search(question, budget_chars=budget, config=cfg)
+    try:
+        items = service.rag().search(question, budget_chars=budget, config=cfg)
+    except IndexUnavailable as exc:
+        raise ApiError(503, service.lake_relative(str(exc)), code="index_unavailable") from exc
     return JSONResponse({"context": [service.context_item(i) for i in items], "config": named.name})
 
 
@@ -73,27 +87,34 @@ def wants_stream(request: Request, body: dict[str, Any]) -> bool:
     return stream is True or "text/event-stream" in request.headers.get("accept", "")
 
 
-MAX_HISTORY = 40
+MAX_HISTORY_CHARS = 60_000  # a conversation's earlier turns, all together (the body cap is 64 kB)
 MAX_TURN_CHARS = 20_000
+KEEP_TURNS = 12  # the last turns kept: rewriting a follow-up needs only the recent ones
 
 
 def history_of(raw: object, where: str) -> tuple[Turn, ...]:
     """A conversation's earlier turns: [{"role": "user" | "assistant", "content": str}, ...]
-    (other roles, such as a chat client's system prompt, are left out)."""
+    (other roles, such as a chat client's system prompt, are left out). Any number of
+    messages (a chat front end sends the whole conversation); their characters are capped,
+    and only the last `KEEP_TURNS` turns are used."""
     if raw is None:
         return ()
-    if not isinstance(raw, list) or len(raw) > MAX_HISTORY:
-        raise ApiError(400, f"{where}: give a list of at most {MAX_HISTORY} {{role, content}} messages")
+    if not isinstance(raw, list):
+        raise ApiError(400, f"{where}: give a list of {{role, content}} messages")
     turns = []
+    total = 0
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise ApiError(400, f"{where}[{i}]: give an object {{role, content}}")
         content = text_of(m.get("content"))
         if content is None or len(content) > MAX_TURN_CHARS:
             raise ApiError(400, f"{where}[{i}].content: give text of at most {MAX_TURN_CHARS} characters")
+        total += len(content)
+        if total > MAX_HISTORY_CHARS:
+            raise ApiError(400, f"{where}: at most {MAX_HISTORY_CHARS} characters in all")
         if m.get("role") in ("user", "assistant") and content.strip():
             turns.append(Turn(m["role"], content))
-    return tuple(turns)
+    return tuple(turns[-KEEP_TURNS:])
 
 
 def text_of(content: object) -> str | None:
@@ -147,6 +168,8 @@ async def answer(request: Request) -> Response:
     job = jobs.get(answer_id)
     if job is None:
         served = await anyio.to_thread.run_sync(lambda: jobs.service.served_answer(answer_id))
+        if served is None and ANSWER_ID.match(answer_id):
+            return await answer_elsewhere(request, jobs, answer_id)
         if served is None:
             raise ApiError(404, f"no answer {answer_id[:40]!r} (answers are kept while the server runs, "
                            "and once delivered in served_answers)")  # fmt: skip
@@ -164,6 +187,68 @@ async def answer(request: Request) -> Response:
     return JSONResponse(job.status(), status_code=202)
 
 
+RESUME_POLL_SECONDS = 0.5
+RESUME_WAIT_SECONDS = 600
+
+
+def wants_events(request: Request) -> bool:
+    return "text/event-stream" in request.headers.get("accept", "") or request.query_params.get("stream") == "true"
+
+
+async def answer_elsewhere(request: Request, jobs: AnswerJobs, answer_id: str) -> Response:
+    """An answer another server process on the lake started: its answer once done (this
+    process delivers it), 202 while it runs, or as SSE its `done` once it arrives."""
+    lake = jobs.service.lake
+    found = await anyio.to_thread.run_sync(lambda: job_of(lake, answer_id))
+    if found is None:
+        raise ApiError(404, f"no answer {answer_id[:40]!r} (answers are kept while the server runs, "
+                       "and once delivered in served_answers)")  # fmt: skip
+    head = {"answer_id": answer_id, "question": found["question"], "config": found["config"]}
+    if not wants_events(request):
+        return (
+            await _finished_elsewhere(jobs, found)
+            if found["state"] != "running"
+            else JSONResponse(
+                {**head, "status": "running", "stage": "answering on another server process", "place": None}, 202
+            )
+        )
+
+    async def events() -> AsyncIterator[str]:
+        yield event("answer", head)
+        yield event("progress", {"stage": "answering on another server process"})
+        current: dict[str, Any] | None = found
+        for _ in range(int(RESUME_WAIT_SECONDS / RESUME_POLL_SECONDS)):
+            if current is not None and current["state"] != "running":
+                break
+            await asyncio.sleep(RESUME_POLL_SECONDS)
+            current = await anyio.to_thread.run_sync(lambda: job_of(lake, answer_id))
+        if current is None or current["state"] == "running":
+            yield event("error", {"error": {"message": "the answer did not arrive in time; ask again",
+                                            "type": "timeout", "code": 504}})  # fmt: skip
+        elif current["state"] == "error":
+            yield event("error", current["response"])
+        else:
+            response = await _deliver_elsewhere(jobs, current)
+            yield event("done", response)
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+async def _deliver_elsewhere(jobs: AnswerJobs, found: dict[str, Any]) -> dict[str, Any]:
+    response: dict[str, Any] = found["response"]
+    question, unit, config, config_hash, index_version = found["key"]
+    answered = Answered((question, unit, config, config_hash, index_version), response)
+    await anyio.to_thread.run_sync(lambda: jobs.service.deliver(answered, "api"))
+    return response
+
+
+async def _finished_elsewhere(jobs: AnswerJobs, found: dict[str, Any]) -> Response:
+    if found["state"] == "error":
+        error = found["response"]["error"]
+        return JSONResponse(found["response"], status_code=int(error.get("code") or 500))
+    return JSONResponse(await _deliver_elsewhere(jobs, found))
+
+
 FEEDBACK_LIMITS = {"correct_value": 200, "correct_unit": 100, "correct_ref": 200, "comment": 2000}
 
 
@@ -173,6 +258,12 @@ async def feedback(request: Request) -> Response:
     set (qa/question_sets/feedback.csv) is rebuilt from it, its new row waiting for review."""
     jobs = jobs_of(request)
     service = jobs.service
+    rate: ClientRate = request.app.state.feedback_rate
+    wait = rate.wait_seconds(request.client.host if request.client else "")
+    if wait:
+        raise ApiError(429, f"feedback: at most {rate.per_minute} posts a minute from one client; "
+                       f"try again in {wait:.0f} s", code="rate_limited",
+                       headers={"Retry-After": str(max(1, round(wait)))})  # fmt: skip
     body = await read_json(request)
     answer_id = optional_str(body, "answer_id") or ""
     job = jobs.get(answer_id)
@@ -204,7 +295,11 @@ async def feedback(request: Request) -> Response:
         "verdict": verdict,
         **fields,
     }
-    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row))
+    limit = service.settings.feedback_per_answer
+    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row, limit))
+    if path is None:
+        raise ApiError(429, f"answer_id: this answer already has {limit} verdicts; no more are kept",
+                       code="feedback_full")  # fmt: skip
     return JSONResponse(
         {
             "kept": True,

@@ -1,57 +1,39 @@
 """What the people who use the server say about its answers, and the evaluation set made of it.
 
-Each "right" / "wrong" on an answer card (POST /api/feedback) is one row of the
-`served_feedback` table (`<lake>/served_feedback/data.parquet`, no client address). The
+Each "right" / "wrong" on an answer card (POST /api/feedback) is one row of the store's
+`feedback` table (served_store.py; no client address), appended, never rewritten. The
 `feedback` question set, `<lake>/qa/question_sets/feedback.csv`, is a WattBot question file
 built from it: one row per question asked (the latest word on it wins), the confirmed or
 corrected answer as gold, and a `reviewed` column. A row counts in an evaluation only once a
-reviewer set `reviewed` to yes (`load_questions` skips the others), and a reviewed row is the
-team's: rebuilding the file never changes it; the reviewer may edit its gold, too."""
+reviewer set `reviewed` to yes (`load_questions` skips the others). A reviewer's decisions
+(the row marked yes, its gold as the reviewer left it, a row added by hand) are taken from
+the file into the store's `reviews` table, keyed by the answer id, each time the file is
+rebuilt: new feedback never changes a reviewed row, and the file can always be rebuilt
+from the store."""
 
 from __future__ import annotations
 
-import csv
+import fcntl
 import hashlib
-import io
-import threading
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from kohaku_rag.answering.config_folder import question_set_path
+from kohaku_rag.csv_cells import csv_text, read_rows
 from kohaku_rag.evaluation.wattbot_csv import REVIEW_COLUMN, WATTBOT_COLUMNS, is_true_flag
-from kohaku_rag.lake import Lake, write_bytes_atomic, write_parquet_atomic
+from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.serving.served_store import STORE_DIR, connection, decode, has_store, insert_feedback, transaction
 
 FEEDBACK = "served_feedback"
 FEEDBACK_SET = "feedback"
 VERDICTS = ("right", "wrong")
 EXTRA_COLUMNS = (REVIEW_COLUMN, "verdict", "served_value", "config", "answer_id", "feedback_time")
-
-FEEDBACK_SCHEMA = pa.schema(
-    [
-        pa.field("time", pa.timestamp("ms", tz="UTC"), nullable=False),
-        pa.field("answer_id", pa.string(), nullable=False),
-        pa.field("question", pa.string(), nullable=False),  # the question answered (a follow-up's standalone one)
-        pa.field("config", pa.string(), nullable=False),
-        pa.field("served_answer", pa.string(), nullable=False),
-        pa.field("served_value", pa.string(), nullable=False),
-        pa.field("served_unit", pa.string(), nullable=False),
-        pa.field("served_refs", pa.list_(pa.string()), nullable=False),
-        pa.field("verdict", pa.string(), nullable=False),  # "right" or "wrong"
-        pa.field("correct_value", pa.string()),
-        pa.field("correct_unit", pa.string()),
-        pa.field("correct_ref", pa.string()),
-        pa.field("comment", pa.string()),
-    ]
-)
-
-_lock = threading.Lock()
-
-
-def feedback_path(lake: Lake) -> Path:
-    return lake.table(FEEDBACK)
+COLUMNS = (*WATTBOT_COLUMNS, *EXTRA_COLUMNS)
+HAND_ROW = "row:"  # the reviews key of a row added by hand (it has no answer id)
 
 
 def feedback_set_path(lake: Lake) -> Path:
@@ -59,18 +41,36 @@ def feedback_set_path(lake: Lake) -> Path:
 
 
 def read_feedback(lake: Lake) -> list[dict[str, Any]]:
-    path = feedback_path(lake)
-    return pq.read_table(path, schema=FEEDBACK_SCHEMA).to_pylist() if path.exists() else []
+    if not has_store(lake):
+        return []
+    with connection(lake) as db:
+        return [decode(r) for r in db.execute("SELECT * FROM feedback ORDER BY seq").fetchall()]
 
 
-def append_feedback(lake: Lake, row: dict[str, Any]) -> Path:
-    """Keep one verdict, then rebuild the question set from all of them."""
-    path = feedback_path(lake)
-    new = pa.Table.from_pylist([row], schema=FEEDBACK_SCHEMA)
-    with _lock:
-        table = pa.concat_tables([pq.read_table(path, schema=FEEDBACK_SCHEMA), new]) if path.exists() else new
-        write_parquet_atomic(table, path)
-        return write_question_set(lake)
+def feedback_version(lake: Lake) -> str:
+    """Changes with each verdict and each review taken in ("" when there is none)."""
+    if not has_store(lake):
+        return ""
+    with connection(lake) as db:
+        fb = db.execute("SELECT COUNT(*), MAX(seq) FROM feedback").fetchone()
+        rv = db.execute("SELECT COUNT(*), MAX(time) FROM reviews").fetchone()
+    return f"{fb[0]}:{fb[1]}:{rv[0]}:{rv[1]}" if fb[0] else ""
+
+
+def feedback_count(lake: Lake, answer_id: str) -> int:
+    with connection(lake) as db:
+        return int(db.execute("SELECT COUNT(*) FROM feedback WHERE answer_id = ?", (answer_id,)).fetchone()[0])
+
+
+def append_feedback(lake: Lake, row: dict[str, Any], limit: int | None = None) -> Path | None:
+    """Keep one verdict (committed on return), then rebuild the question set. With a
+    `limit`, an answer that already has that many verdicts keeps none more: None."""
+    with connection(lake) as db, transaction(db):
+        held = db.execute("SELECT COUNT(*) FROM feedback WHERE answer_id = ?", (row["answer_id"],)).fetchone()[0]
+        if limit is not None and held >= limit:
+            return None
+        insert_feedback(db, row)
+    return write_question_set(lake)
 
 
 def question_id(question: str) -> str:
@@ -108,26 +108,88 @@ def gold_row(feedback: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def write_question_set(lake: Lake) -> Path:
-    """(Re)build `qa/question_sets/feedback.csv`: reviewed rows as the reviewer left them,
-    the others from the latest verdict on their question, rows added by hand kept."""
-    path = feedback_set_path(lake)
+@contextmanager
+def _rebuilding(lake: Lake) -> Iterator[None]:
+    """One rebuild of the file at a time across processes: each reads the store after the
+    previous one wrote, so the last file written holds every verdict committed before it."""
+    lock = lake.root / STORE_DIR / "feedback_set.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _file_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        return [{k: v or "" for k, v in row.items() if isinstance(k, str) and isinstance(v, str | None)}
+                for row in read_rows(handle)]  # fmt: skip
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def take_reviews(lake: Lake, rows: list[dict[str, str]]) -> None:
+    """The reviewer's decisions in the file, into the store: a row marked reviewed (its
+    gold as edited), a row added by hand; a row set back to not reviewed drops its review."""
+    now = datetime.now(UTC).isoformat(timespec="milliseconds")
+    with connection(lake) as db:
+        held = {r[0]: json.loads(r[1]) for r in db.execute("SELECT answer_id, row FROM reviews").fetchall()}
+        changes: list[tuple[str, str, dict[str, str] | None]] = []
+        for row in rows:
+            qid = row.get("id") or ""
+            key = row.get("answer_id") or (HAND_ROW + qid)
+            keep = is_true_flag(row.get(REVIEW_COLUMN, "")) or key.startswith(HAND_ROW)
+            if qid and keep and held.get(key) != row:
+                changes.append((key, qid, row))
+            elif qid and not keep and key in held:
+                changes.append((key, qid, None))
+        if not changes:  # the usual case: nothing new from the reviewer, no write
+            return
+        with transaction(db):
+            for key, qid, change in changes:
+                if change is None:
+                    db.execute("DELETE FROM reviews WHERE answer_id = ?", (key,))
+                else:
+                    values = (key, qid, json.dumps(change), now)
+                    db.execute("INSERT OR REPLACE INTO reviews VALUES (?, ?, ?, ?)", values)
+
+
+def question_rows(lake: Lake) -> list[dict[str, str]]:
+    """The question set's rows: the latest verdict on each question, unless a review of
+    that question exists (the latest review wins); rows added by hand kept."""
     rows: dict[str, dict[str, str]] = {}
-    if path.exists():
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            for row in csv.DictReader(handle):
-                rows[row.get("id") or ""] = {k: v or "" for k, v in row.items() if k is not None}
     for feedback in read_feedback(lake):
         row = gold_row(feedback)
-        held = rows.get(row["id"])
-        if held is None or not is_true_flag(held.get(REVIEW_COLUMN, "")):
+        rows[row["id"]] = row
+    with connection(lake) as db:
+        for review in db.execute("SELECT row FROM reviews ORDER BY time, answer_id").fetchall():
+            row = json.loads(review[0])
             rows[row["id"]] = row
-    columns = list(WATTBOT_COLUMNS) + list(EXTRA_COLUMNS)
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in rows.values():
-        writer.writerow({c: row.get(c, "") for c in columns})
+    return list(rows.values())
+
+
+def write_question_set(lake: Lake) -> Path:
+    """(Re)build `qa/question_sets/feedback.csv` from the store, after taking the reviewer's
+    decisions from it. A reviewer saving the file while it is rebuilt is not overwritten:
+    the rebuild starts again from their file."""
+    path = feedback_set_path(lake)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, out.getvalue().encode())
+    with _rebuilding(lake):
+        for _attempt in range(5):
+            before = _stamp(path)
+            take_reviews(lake, _file_rows(path))
+            text = csv_text(COLUMNS, question_rows(lake))
+            if _stamp(path) == before:  # else the reviewer saved meanwhile: their file is read again
+                write_bytes_atomic(path, text.encode("utf-8"))
+                break
     return path

@@ -27,6 +27,7 @@ import anyio.to_thread
 
 from kohaku_rag.answering.followup import Turn
 from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.served_store import job_finished, job_started
 from kohaku_rag.serving.service import Answered, AnswerService
 
 log = logging.getLogger(__name__)
@@ -121,7 +122,9 @@ class AnswerJobs:
         def admitted() -> None:
             job.state = "running"
 
-        try:
+        lake = self.service.lake
+        try:  # recorded in the served store: another process on the lake can resume this answer
+            await anyio.to_thread.run_sync(lambda: job_started(lake, job.answer_id, job.question, job.config))
             job.answered = await self.service.answer(
                 job.question,
                 job.config,
@@ -149,6 +152,17 @@ class AnswerJobs:
         finally:
             if self._in_flight.get(job.same) is job:
                 del self._in_flight[job.same]
+            await self._record_end(job)
+
+    async def _record_end(self, job: Job) -> None:
+        answered, error = job.answered, job.error
+        key = list(answered.key) if answered is not None else None
+        payload = answered.response if answered is not None else error_payload(error or ApiError(500, "no answer"))
+        state = "done" if answered is not None else "error"
+        try:
+            await anyio.to_thread.run_sync(lambda: job_finished(self.service.lake, job.answer_id, state, key, payload))
+        except Exception as exc:  # the answer itself is served; only other processes miss it
+            log.error("answer %s: not recorded in the served store", job.answer_id, exc_info=exc)
 
     @contextmanager
     def _listening(self, job: Job) -> Iterator[asyncio.Queue[Event]]:

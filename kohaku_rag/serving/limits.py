@@ -1,9 +1,12 @@
 """Bearer-key auth and the request body cap, as plain ASGI middleware (they run before
-routing, so no route can forget them)."""
+routing, so no route can forget them); the per-client rate of a route (feedback)."""
 
 from __future__ import annotations
 
 import hmac
+import threading
+import time
+from collections import deque
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -88,3 +91,28 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         message = f"request body over {self.limit} bytes"
         await error_response(413, message)(scope, receive, send)
+
+
+class ClientRate:
+    """At most `per_minute` requests per client address in any 60 s (a sliding window),
+    kept in this process: a flood from one client is refused before it reaches the store.
+    Behind a proxy every client shares the proxy's address, so set the limit for all."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._seen: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def wait_seconds(self, client: str) -> float:
+        """0 when the request may go on (it is counted), else seconds until it may."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._seen) > 10_000:  # forget clients idle for a minute
+                self._seen = {k: v for k, v in self._seen.items() if v and now - v[-1] < 60}
+            times = self._seen.setdefault(client, deque())
+            while times and now - times[0] >= 60:
+                times.popleft()
+            if len(times) >= self.per_minute:
+                return 60 - (now - times[0])
+            times.append(now)
+            return 0.0

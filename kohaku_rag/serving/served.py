@@ -1,80 +1,77 @@
-"""The `served_answers` table: every question answered through the server, one Parquet
-file per UTC day under `<lake>/served_answers/<YYYY-MM-DD>.parquet`, so a team sees what
-people ask and can turn real questions into an evaluation set. No client address is kept."""
+"""The `served_answers` table: every question answered through the server, one row per
+answer a client received, in the lake's served store (served_store.py: SQLite, appended by
+every `kohaku serve` process on the lake at once), read by day for the Dagster partitions.
+A team sees what people ask and can turn real questions into an evaluation set. No client
+address is kept."""
 
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from kohaku_rag.lake import Lake, write_parquet_atomic
+from kohaku_rag.lake import Lake
+from kohaku_rag.serving.served_store import connection, decode, has_store, insert_answer, transaction
 
 SERVED = "served_answers"
-
-SERVED_SCHEMA = pa.schema(
-    [
-        pa.field("time", pa.timestamp("ms", tz="UTC"), nullable=False),
-        pa.field("question", pa.string(), nullable=False),
-        pa.field("unit", pa.string(), nullable=False),
-        pa.field("config", pa.string(), nullable=False),
-        pa.field("config_hash", pa.string(), nullable=False),  # what answered (the config as it ran)
-        pa.field("index_version", pa.string(), nullable=False),  # which assembled index it searched
-        pa.field("answer", pa.string(), nullable=False),
-        pa.field("value", pa.string(), nullable=False),
-        pa.field("refs", pa.list_(pa.string()), nullable=False),
-        pa.field("is_blank", pa.bool_(), nullable=False),
-        pa.field("seconds", pa.float64(), nullable=False),
-        pa.field("stored", pa.bool_(), nullable=False),  # answered from an earlier stored answer
-        pa.field("via", pa.string(), nullable=False),  # "api" or "openai"
-        pa.field("response", pa.string(), nullable=False),  # the answer's JSON as served
-    ]
-)
-
-_lock = threading.Lock()
+StoredKey = tuple[str, str, str, str, str]  # question, unit, config, its hash, the index version
 
 
 def day_of(when: datetime) -> str:
     return when.astimezone(UTC).strftime("%Y-%m-%d")
 
 
-def day_path(lake: Lake, day: str) -> Path:
-    return lake.table(SERVED, day)
+def append_served(lake: Lake, row: dict[str, Any]) -> None:
+    """Add one served answer (committed when this returns; other processes see it)."""
+    response = json.loads(row["response"]) if isinstance(row.get("response"), str) else {}
+    with connection(lake) as db, transaction(db):
+        insert_answer(db, {**row, "answer_id": row.get("answer_id") or response.get("answer_id") or ""})
 
 
-def append_served(lake: Lake, row: dict[str, Any]) -> Path:
-    """Add one served answer to its day's file (rewritten atomically: the day's file is
-    small, and a reader never sees half a row)."""
-    when: datetime = row["time"]
-    path = day_path(lake, day_of(when))
-    new = pa.Table.from_pylist([row], schema=SERVED_SCHEMA)
-    with _lock:
-        table = pa.concat_tables([read_day(path), new]) if path.exists() else new
-        write_parquet_atomic(table, path)
-    return path
+def day_versions(lake: Lake) -> dict[str, str]:
+    """Each day with answers -> its version (its row count and last row: rows are only added)."""
+    if not has_store(lake):
+        return {}
+    with connection(lake) as db:
+        rows = db.execute("SELECT day, COUNT(*), MAX(seq) FROM answers GROUP BY day ORDER BY day").fetchall()
+    return {r[0]: f"{r[1]}:{r[2]}" for r in rows}
 
 
-def read_day(path: Path) -> pa.Table:
-    return pq.read_table(path, schema=SERVED_SCHEMA)
+def day_rows(lake: Lake, day: str) -> list[dict[str, Any]]:
+    """One day's served answers, in the order they were served."""
+    if not has_store(lake):
+        return []
+    with connection(lake) as db:
+        rows = db.execute("SELECT * FROM answers WHERE day = ? ORDER BY seq", (day,)).fetchall()
+    return [decode(r) for r in rows]
 
 
-def stored_responses(
-    lake: Lake,
-) -> tuple[dict[tuple[str, str, str, str, str], dict[str, Any]], dict[str, dict[str, Any]]]:
-    """(question, unit, config, config_hash, index_version) -> the response served, for every
-    answer kept in the table (the latest wins); and answer id -> the response served."""
-    out: dict[tuple[str, str, str, str, str], dict[str, Any]] = {}
-    by_id: dict[str, dict[str, Any]] = {}
-    for day in lake.partitions(SERVED):
-        for r in read_day(day_path(lake, day)).to_pylist():
-            key = (r["question"], r["unit"], r["config"], r["config_hash"], r["index_version"])
-            response = json.loads(r["response"])
-            out[key] = response
-            if response.get("answer_id"):
-                by_id[response["answer_id"]] = response
-    return out, by_id
+def all_rows(lake: Lake) -> list[dict[str, Any]]:
+    if not has_store(lake):
+        return []
+    with connection(lake) as db:
+        return [decode(r) for r in db.execute("SELECT * FROM answers ORDER BY seq").fetchall()]
+
+
+def response_by_key(lake: Lake, key: StoredKey) -> dict[str, Any] | None:
+    """The latest response served for (question, unit, config, config hash, index version)."""
+    if not has_store(lake):
+        return None
+    with connection(lake) as db:
+        row = db.execute(
+            "SELECT response FROM answers WHERE question = ? AND unit = ? AND config = ? AND config_hash = ? "
+            "AND index_version = ? ORDER BY seq DESC LIMIT 1",
+            key,
+        ).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def response_by_id(lake: Lake, answer_id: str) -> dict[str, Any] | None:
+    """The response served under an answer id (by any process on the lake)."""
+    if not has_store(lake):
+        return None
+    with connection(lake) as db:
+        row = db.execute(
+            "SELECT response FROM answers WHERE answer_id = ? ORDER BY seq DESC LIMIT 1", (answer_id,)
+        ).fetchone()
+    return json.loads(row[0]) if row else None

@@ -26,7 +26,7 @@ from kohaku_rag.answering.followup import Turn, rewrite_followup
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
-from kohaku_rag.errors import BackendError, KohakuError
+from kohaku_rag.errors import BackendError, IndexUnavailable, KohakuError
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
 from kohaku_rag.models import ModelPool
@@ -35,7 +35,7 @@ from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
-from kohaku_rag.serving.served import append_served, stored_responses
+from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import (
     cell_citation,
@@ -46,6 +46,7 @@ from kohaku_rag.serving.table_rows import (
     stating_cells,
     table_quote,
 )
+from kohaku_rag.stores.manifest import read_manifest
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
@@ -72,16 +73,46 @@ class AnswerService:
         self.documents = Documents(self.lake)
         self._rag: tuple[int | None, kr.Rag] | None = None
         self._gates: dict[tuple[str, str, str | None], Gate] = {}
-        self._stored: dict[tuple[str, str, str, str, str], dict[str, Any]] | None = None
+        # answers this process computed (delivered or not) and delivered ones by id; what
+        # other processes on the lake served is looked up in the served store on a miss
+        self._stored: dict[StoredKey, dict[str, Any]] = {}
         self._by_id: dict[str, dict[str, Any]] = {}
         self._index_version: tuple[tuple[object, ...] | None, str] | None = None
         self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
+        self._manifest_check: tuple[tuple[int, int, int], str | None] | None = None
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- the lake
 
+    def index_problem(self) -> str | None:
+        """Why the published index can't be searched (None: it can, or none is published
+        yet), read again only when the manifest changes."""
+        try:
+            stat = self.lake.manifest_path.stat()
+        except OSError:
+            return None
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if self._manifest_check is not None and self._manifest_check[0] == key:
+                return self._manifest_check[1]
+        try:
+            read_manifest(self.lake.index_dir)
+            problem = None
+        except IndexUnavailable as exc:
+            problem = self.lake_relative(str(exc))
+        except OSError as exc:
+            why = exc.strerror or type(exc).__name__
+            problem = f"index/manifest.json can't be read ({why}); `kohaku doctor` says more"
+        with self._lock:
+            self._manifest_check = (key, problem)
+        return problem
+
     def rag(self) -> kr.Rag:
-        """The opened lake, reopened when its recorded index settings change."""
+        """The opened lake, reopened when its recorded index settings change (503 with the
+        reason when its index can't be searched)."""
+        problem = self.index_problem()
+        if problem is not None:
+            raise ApiError(503, problem, code="index_unavailable")
         try:
             stamp = self.lake.index_config_path.stat().st_mtime_ns
         except OSError:
@@ -236,6 +267,8 @@ class AnswerService:
                     result = self.rag().ask(standalone, config=named.config, unit=unit, progress=say)
             except BackendError as exc:
                 raise ApiError(502, f"the LLM failed: {exc}") from exc
+            except IndexUnavailable as exc:
+                raise ApiError(503, self.lake_relative(str(exc)), code="index_unavailable") from exc
             except KohakuError as exc:
                 raise ApiError(500, f"answering failed: {exc}") from exc
             response = self.response(result, named.name, time.perf_counter() - started)
@@ -244,7 +277,8 @@ class AnswerService:
             if rewrite_failed:  # the asker is told the follow-up was answered as typed
                 response["rewrite_failed"] = rewrite_failed
             done_key = (standalone, *key[1:])
-            self.stored()[done_key] = response  # kept for the next asker, delivered or not
+            with self._lock:  # kept for the next asker, delivered or not
+                self._stored[done_key] = response
             return Answered(done_key, response)
 
         async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
@@ -277,7 +311,7 @@ class AnswerService:
         named = self.named_config(config)
         self.rag()  # 503 when there is no index
         key = (question, unit, named.name, named.config.generation_hash, self.index_version())
-        return named, key, self.stored().get(key)
+        return named, key, self.stored_answer(key)
 
     def index_version(self) -> str:
         """What the index holds (every document's index-rows version), recomputed only when
@@ -294,11 +328,11 @@ class AnswerService:
             self._index_version = (stamp, version)
         return version
 
-    def stored(self) -> dict[tuple[str, str, str, str, str], dict[str, Any]]:
+    def stored_answer(self, key: StoredKey) -> dict[str, Any] | None:
+        """The answer stored under the key: computed here, or served by any process."""
         with self._lock:
-            if self._stored is None:
-                self._stored, self._by_id = stored_responses(self.lake)
-            return self._stored
+            held = self._stored.get(key)
+        return held if held is not None else response_by_key(self.lake, key)
 
     def deliver(self, answered: Answered, via: str) -> None:
         """Record an answer a client received in the served_answers table (an answer nobody
@@ -327,10 +361,11 @@ class AnswerService:
                 self._by_id[response["answer_id"]] = response
 
     def served_answer(self, answer_id: str) -> dict[str, Any] | None:
-        """An answer delivered earlier (this server's life or before), by its id."""
-        self.stored()
+        """An answer delivered earlier (by this process or any other on the lake, in this
+        life or before), by its id."""
         with self._lock:
-            return self._by_id.get(answer_id)
+            held = self._by_id.get(answer_id)
+        return held if held is not None else response_by_id(self.lake, answer_id)
 
     def response(self, result: kr.AskResult, config: str, seconds: float) -> dict[str, Any]:
         pred = result.prediction

@@ -18,6 +18,8 @@ class ServeSettings:
     max_question_chars: int = 2_000
     queue_size: int = 8  # requests that may wait for a busy LLM backend; more get a 429
     render_dpi: int = 110  # page images
+    feedback_per_minute: int = 30  # feedback posts one client address may send per minute (this process)
+    feedback_per_answer: int = 20  # verdicts kept on one answer (all processes); more get a 429
     abandon_after: float = 2.0  # seconds a queued question nobody follows keeps its place (a reload reconnects)
 
 

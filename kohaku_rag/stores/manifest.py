@@ -26,8 +26,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from stat import S_ISREG
 
 from kohaku_rag.errors import IndexUnavailable
+from kohaku_rag.stores.damage import recorded_damage
 
 __all__ = [
     "MANIFEST_NAME",
@@ -118,9 +120,22 @@ def read_manifest(index_dir: Path, *, strict: bool = True) -> Manifest | None:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         if not strict:
             return None
+        why = str(exc) if isinstance(exc, RefusedEntry) else f"unreadable ({type(exc).__name__})"
         raise IndexUnavailable(
-            f"{path}: unreadable ({type(exc).__name__}); `kohaku index` rebuilds the index from the lake's stored rows"
+            f"{path}: {why}; `kohaku index` rebuilds the index from the lake's stored rows"
         ) from None
+
+
+class RefusedEntry(ValueError):
+    """A manifest naming something other than a generation file of index/ (a path, a
+    device, a file elsewhere): never opened, never trusted."""
+
+
+def _entry_from(data: dict) -> FileEntry:
+    entry = FileEntry(**data)
+    if not isinstance(entry.name, str) or not _GENERATION_FILE.match(entry.name):
+        raise RefusedEntry(f"names {str(entry.name)[:80]!r}, not a file of index/ (a plain generation file name)")
+    return entry
 
 
 def _manifest_from(data: dict) -> Manifest:
@@ -133,7 +148,7 @@ def _manifest_from(data: dict) -> Manifest:
 
 def _part_from(data: dict) -> IndexPart:
     return IndexPart(
-        files={role: FileEntry(**entry) for role, entry in data["files"].items()},
+        files={role: _entry_from(entry) for role, entry in data["files"].items()},
         rows_versions=dict(data["rows_versions"]),
         counts={d: dict(c) for d, c in data.get("counts", {}).items()},
         digests=dict(data.get("digests", {})),
@@ -172,11 +187,16 @@ def file_problem(index_dir: Path, entry: FileEntry, *, deep: bool = False) -> st
     publishing (a file no writer touches again should not move)."""
     path = Path(index_dir) / entry.name
     try:
-        stat = path.stat()
+        stat = path.lstat()  # a link is not followed: what the manifest names must be index/'s own file
     except FileNotFoundError:
         return "is missing"
+    if not S_ISREG(stat.st_mode):
+        return "is not a regular file (a link, a folder or a device): refused"
     if stat.st_size != entry.size:
         return f"is {stat.st_size:,} bytes, {entry.size:,} when it was published"
+    recorded = recorded_damage(path)
+    if recorded is not None:
+        return recorded
     if (deep or stat.st_mtime_ns != entry.mtime_ns) and describe_file(path).blake2b != entry.blake2b:
         return "changed since it was published (its checksum differs)"
     return None

@@ -16,14 +16,15 @@ from asgi_server import serving
 from qa_server import QUESTIONS, QAServer
 from serving_corpus import WATER_QUESTION, write_config
 
+from kohaku_rag.lake import Lake
 from kohaku_rag.serving.app import build_app
-from kohaku_rag.serving.served import SERVED, read_day
+from kohaku_rag.serving.served import all_rows
 
 Q_CARBON, Q_GPU, Q_WATER = QUESTIONS
 
 
 def served_questions(lake: Path) -> list[str]:
-    return [r["question"] for day in sorted((lake / SERVED).glob("*.parquet")) for r in read_day(day).to_pylist()]
+    return [r["question"] for r in all_rows(Lake(lake))]
 
 
 def events_of(lines: list[str]) -> list[tuple[str, dict]]:

@@ -14,7 +14,8 @@ from sse_text import sse_events
 from starlette.testclient import TestClient
 
 import kohaku_rag as kr
-from kohaku_rag.serving.served import SERVED, read_day
+from kohaku_rag.lake import Lake
+from kohaku_rag.serving.served import all_rows
 
 
 @pytest.fixture()
@@ -53,8 +54,7 @@ def test_ask_answers_with_citations_and_stores_the_answer(client, lake: Path, qa
     again = client.post("/api/ask", json={"question": WATER_QUESTION, "unit": "L/kWh"}).json()
     assert again["stored"] is True and again["value"] == "0.18" and again["cited"] == cited
     assert len(qa.requests) == asked  # the stored answer, no LLM call
-    (day,) = list((lake / SERVED).glob("*.parquet"))
-    rows = read_day(day).to_pylist()
+    rows = all_rows(Lake(lake))
     assert [(r["question"], r["stored"]) for r in rows] == [(WATER_QUESTION, False), (WATER_QUESTION, True)]
     assert rows[0]["refs"] == ["water"] and rows[0]["config"] == "fake" and rows[0]["value"] == "0.18"
     assert "127.0.0.1" not in json.dumps(rows, default=str) and "testclient" not in json.dumps(rows, default=str)

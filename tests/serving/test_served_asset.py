@@ -21,7 +21,7 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import resources_for
 from kohaku_assets.sensors import served_answers_sensor
 from kohaku_rag.lake import Lake
-from kohaku_rag.serving.served import SERVED_SCHEMA, day_of, day_path, read_day
+from kohaku_rag.serving.served import day_of, day_rows
 
 
 def test_each_question_is_a_row_and_the_day_is_an_asset_partition(app, lake) -> None:
@@ -32,9 +32,7 @@ def test_each_question_is_a_row_and_the_day_is_an_asset_partition(app, lake) -> 
             "/v1/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": WATER_QUESTION}]}
         )
     day = day_of(datetime.now(UTC))
-    table = read_day(day_path(Lake(lake), day))
-    assert table.schema.equals(SERVED_SCHEMA)
-    rows = table.to_pylist()
+    rows = day_rows(Lake(lake), day)
     assert [(r["stored"], r["via"]) for r in rows] == [(False, "api"), (True, "api"), (False, "openai")]
     assert rows[0]["seconds"] > 0 and rows[1]["seconds"] == 0 and rows[0]["answer"] == "0.18 L/kWh"
     instance = DagsterInstance.ephemeral()

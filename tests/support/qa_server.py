@@ -133,3 +133,14 @@ def true_false_case() -> tuple[ContextItem, Question, str]:
         }
     )
     return item, statement, reply
+
+
+_VARIANT = re.compile(r"\s*\[v\d+\]$", re.MULTILINE)
+
+
+class VariantServer(QAServer):
+    """Answers "<known question> [vN]" like the known question: N distinct questions (no
+    stored answer, no cached prompt can merge them) that share three facts."""
+
+    def _echo(self, body, messages, key):  # noqa: ANN001 - the base class's hook
+        return super()._echo(body, messages, _VARIANT.sub("", key))
