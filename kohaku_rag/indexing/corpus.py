@@ -231,13 +231,14 @@ def resolve_source(
     raise DocumentError(corpus / doc_id, "is no longer in the corpus folder (and metadata.csv has no URL for it)")
 
 
-def load_document(source: SourceDocument, *, use_outline: bool = True) -> ParsedDocument:
-    """Parse a source document into sections and paragraphs (no ids yet)."""
+def load_document(source: SourceDocument, *, use_outline: bool = True, tables: bool = False) -> ParsedDocument:
+    """Parse a source document into sections and paragraphs (no ids yet); `tables`: tables
+    kept as records (the index's `table_records`)."""
     title = source.meta.title or None
     if source.format == "pdf":
-        return parse_pdf(source.path, source.doc_id, title=title, use_outline=use_outline)
+        return parse_pdf(source.path, source.doc_id, title=title, use_outline=use_outline, tables=tables)
     if source.format == "json":
-        return payload.parse_payload_json(source.path, source.doc_id, title=title)
+        return payload.parse_payload_json(source.path, source.doc_id, title=title, tables=tables)
     if source.format == "markdown":
-        return payload.parse_markdown(source.path, source.doc_id, title=title)
-    return payload.parse_text(source.path, source.doc_id, title=title)
+        return payload.parse_markdown(source.path, source.doc_id, title=title, tables=tables)
+    return payload.parse_text(source.path, source.doc_id, title=title, tables=tables)

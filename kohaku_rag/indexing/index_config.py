@@ -61,6 +61,12 @@ class IndexConfig:
     # vector (ColPali-style; parse.pdf_pages), for scanned or figure-heavy documents. Needs an
     # embedder that embeds images.
     page_images: bool = False
+    # Tables kept as records (table_record.py): caption, column names, rows as sentence nodes
+    # naming their columns, a box per PDF cell (the ask page marks the cited cell). Off by
+    # default: with the bundled 1.5B model on WattBot train + dev (2026-11-27, one run,
+    # bench/table_answers.py) it scored 0.607 against 0.634 (paired -0.027 [-0.061, +0.007])
+    # and Table questions 4 of 23 right against 6.
+    table_records: bool = False
 
     def __post_init__(self) -> None:
         if self.page_images and not self.embedder.embeds_images:
@@ -85,6 +91,8 @@ class IndexConfig:
             parts["index_references"] = False
         if self.page_images:
             parts["page_images"] = True
+        if self.table_records:  # only when set, so existing lakes keep their trees
+            parts["table_records"] = True
         return stable_hash(parts)
 
     @property

@@ -32,7 +32,7 @@ from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.
-PARSER_VERSION = "6"  # 6: tables as records (caption, columns, rows), each row a sentence node
+PARSER_VERSION = "5"  # 5: PDF sentences keep their line rectangles (page highlights); table_records: parse_hash
 EMBED_VERSION = "1"
 
 # Asset (= lake table) names, shared by the library and the Dagster layer.
@@ -154,7 +154,7 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
     path = lake.table(TREES, source.doc_id)
     if stored_version(lake, TREES, source.doc_id) == version:
         return table_to_nodes(pq.read_table(path)), True
-    parsed = load_document(source, use_outline=cfg.use_outline)
+    parsed = load_document(source, use_outline=cfg.use_outline, tables=cfg.table_records)
     if not cfg.index_references:
         parsed = replace(parsed, sections=tuple(s for s in parsed.sections if not is_references(s.title)))
     if cfg.page_images and source.format == "pdf":

@@ -97,7 +97,7 @@ def paragraphs_from_lines(
     return _merge_short(pieces, minimum, limit)
 
 
-def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
+def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None, tables: bool = True) -> ParsedDocument:
     """KohakuRAG's `pdf_to_document_payload` JSON: {document_id, title, text, metadata, sections}."""
     text = _read_text(path)
     try:
@@ -109,7 +109,7 @@ def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None) -> 
     if not isinstance(payload, dict) or not isinstance(payload.get("sections"), list):
         raise DocumentError(path, "JSON payload has no 'sections' list (expected KohakuRAG's document payload format)")
     _check_payload_shape(path, payload)
-    sections = [_payload_section(sec, index) for index, sec in enumerate(payload["sections"], start=1)]
+    sections = [_payload_section(sec, index, tables) for index, sec in enumerate(payload["sections"], start=1)]
     meta = payload.get("metadata") or {}
     doc_title = title or str(payload.get("title") or doc_id)
     return _checked(
@@ -146,7 +146,7 @@ def _check_payload_shape(path: Path, payload: dict) -> None:
             expect(para.get("text"), str, f"{where}.paragraphs[{j}].text", "text")
 
 
-def _payload_section(section: dict, index: int) -> ParsedSection:
+def _payload_section(section: dict, index: int, tables: bool = True) -> ParsedSection:
     meta = section.get("metadata") or {}
     page = _as_int(meta.get("page")) or index
     texts: list[str] = []
@@ -158,14 +158,17 @@ def _payload_section(section: dict, index: int) -> ParsedSection:
     return ParsedSection(
         title=str(section.get("title") or f"Page {page}"),
         page=page,
-        paragraphs=paragraphs_with_tables("\n\n".join(texts), page),
+        paragraphs=paragraphs_with_tables("\n\n".join(texts), page, tables),
     )
 
 
-def paragraphs_with_tables(text: str, page: int | None = None) -> list[ParsedParagraph]:
+def paragraphs_with_tables(text: str, page: int | None = None, tables: bool = True) -> list[ParsedParagraph]:
     """The text's paragraphs, its tables taken out of the running text first
     (text_tables.py): an aligned table becomes a table paragraph holding its record, one
-    that cannot be aligned a table paragraph of its plain lines."""
+    that cannot be aligned a table paragraph of its plain lines. Without `tables` (the
+    index's `table_records` off), table lines stay in the running text as before."""
+    if not tables:
+        return [ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines(text)]
     lines = [ln for ln in text.splitlines() if not IMAGE_PLACEHOLDER.match(ln)]
     out: list[ParsedParagraph] = []
     cursor = 0
@@ -193,7 +196,7 @@ def _as_int(value: object) -> int | None:
         return None
 
 
-def parse_markdown(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
+def parse_markdown(path: Path, doc_id: str, *, title: str | None = None, tables: bool = True) -> ParsedDocument:
     text = _read_text(path)
     sections: list[ParsedSection] = []
     current_title = ""
@@ -201,7 +204,7 @@ def parse_markdown(path: Path, doc_id: str, *, title: str | None = None) -> Pars
     doc_title = title
 
     def flush() -> None:
-        paras = list(_markdown_paragraphs(body))
+        paras = list(_markdown_paragraphs(body, tables))
         if paras:
             sections.append(ParsedSection(title=current_title or (doc_title or doc_id), paragraphs=paras))
 
@@ -220,7 +223,7 @@ def parse_markdown(path: Path, doc_id: str, *, title: str | None = None) -> Pars
     return _checked(path, ParsedDocument(doc_id=doc_id, title=doc_title or doc_id, sections=sections))
 
 
-def _markdown_paragraphs(lines: list[str]) -> Iterator[ParsedParagraph]:
+def _markdown_paragraphs(lines: list[str], tables: bool = True) -> Iterator[ParsedParagraph]:
     block: list[str] = []
     for line in [*lines, ""]:
         if IMAGE_PLACEHOLDER.match(line):
@@ -231,19 +234,19 @@ def _markdown_paragraphs(lines: list[str]) -> Iterator[ParsedParagraph]:
         if not block:
             continue
         if all(ln.strip().startswith("|") for ln in block):
-            yield _markdown_table(block)
+            yield _markdown_table(block, tables)
         else:
             for piece in _split_long(join_lines(block), MAX_PARAGRAPH_CHARS):
                 yield ParsedParagraph(text=piece)
         block = []
 
 
-def _markdown_table(block: list[str]) -> ParsedParagraph:
+def _markdown_table(block: list[str], tables: bool = True) -> ParsedParagraph:
     """A pipe table: its first row names the columns (the first column's name is the row
     labels'); a table whose rows do not all have the header's width is kept as its lines."""
     rows = [ln for ln in block if not _MD_TABLE_RULE.match(ln)]
     cells = [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in rows]
-    if len(cells) >= 2 and len(cells[0]) >= 2 and all(len(r) == len(cells[0]) for r in cells):
+    if tables and len(cells) >= 2 and len(cells[0]) >= 2 and all(len(r) == len(cells[0]) for r in cells):
         header, body = cells[0], cells[1:]
         record = TableRecord(
             label="",
@@ -256,9 +259,9 @@ def _markdown_table(block: list[str]) -> ParsedParagraph:
     return ParsedParagraph(text="\n".join(" | ".join(r) for r in cells), attachment=Attachment.TABLE)
 
 
-def parse_text(path: Path, doc_id: str, *, title: str | None = None) -> ParsedDocument:
+def parse_text(path: Path, doc_id: str, *, title: str | None = None, tables: bool = True) -> ParsedDocument:
     text = _read_text(path)
-    paragraphs = paragraphs_with_tables(text)
+    paragraphs = paragraphs_with_tables(text, tables=tables)
     doc_title = title or next((ln.strip() for ln in text.splitlines() if ln.strip()), doc_id)[:200]
     return _checked(
         path,

@@ -62,7 +62,9 @@ _CAPTION = re.compile(r"^(table|tab\.|figure|fig\.)\s*(\d+|[A-Z]\.?\d*)\s*[.:|]?
 _NORM = re.compile(r"[^a-z0-9]+")
 
 
-def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline: bool = True) -> ParsedDocument:
+def parse_pdf(
+    path: Path, doc_id: str, *, title: str | None = None, use_outline: bool = True, tables: bool = True
+) -> ParsedDocument:
     """Parse one PDF into sections and paragraphs (sentences are split later by
     `build_tree`). Unreadable, encrypted, empty and image-only PDFs raise DocumentError."""
     path = Path(path)
@@ -76,7 +78,7 @@ def parse_pdf(path: Path, doc_id: str, *, title: str | None = None, use_outline:
         drop = margin_lines([pg.lines for pg in pages], [pg.height for pg in pages], body, slides=slides)
         for pg in pages:
             pg.lines = [ln for ln in pg.lines if ln not in drop]
-            _attach_floats(mu_pages[pg.number - 1], pg, path)
+            _attach_floats(mu_pages[pg.number - 1], pg, path, tables)
             if not slides:
                 pg.lines = [ln for ln in pg.lines if not _is_label(ln, body)]
         doc_title, title_source = document_title(title, doc.metadata or {}, pages)
@@ -188,7 +190,7 @@ def _find_figures(page: pymupdf.Page, tables: Sequence[BBox]) -> list[FigureCand
     return list(find_figures(page, tables=tables))
 
 
-def _attach_floats(page: pymupdf.Page, pg: PdfPage, path: Path) -> None:
+def _attach_floats(page: pymupdf.Page, pg: PdfPage, path: Path, records: bool = True) -> None:
     """Turn tables and figures into float paragraphs and drop their text (cells, axis
     labels, captions) from the running lines."""
     try:
@@ -217,7 +219,7 @@ def _attach_floats(page: pymupdf.Page, pg: PdfPage, path: Path) -> None:
         # the caption's lines and each row as the paragraph's lines: a citation of the table
         # highlights its caption and the row that states the value (serving/documents.py)
         rows = [TextLine(pg.number, box, " | ".join(row)) for row, box in zip(tab.rows, tab.row_boxes, strict=True)]
-        record = table_record(tab, caption, pg.number)
+        record = table_record(tab, caption, pg.number) if records else None
         table = ParsedParagraph(
             text, pg.number, tab.bbox, Attachment.TABLE, lines=(*caption_lines, *rows), table=record
         )

@@ -165,3 +165,27 @@ def test_a_cited_row_names_the_column_its_value_came_from() -> None:
     pred = Prediction("q1", 0, 0, answer, 1, 1, 0, 0, 0, 0.0, 1, 0, context=(item,))
     assert pred.cited_cells() == ["Table 2 · text generation · std"]
     assert pred.as_row()["cited_cells"] == ["Table 2 · text generation · std"]
+
+
+def test_without_table_records_the_lines_stay_in_the_running_text() -> None:
+    """The index's default (`table_records = false`): the text parses as before this issue."""
+    from kohaku_rag.indexing.index_config import IndexConfig
+
+    assert IndexConfig().table_records is False
+    assert IndexConfig(table_records=True).parse_hash != IndexConfig().parse_hash
+    paras = paragraphs_with_tables(CAPTION_AFTER, tables=False)
+    assert all(p.attachment is Attachment.TEXT and p.table is None for p in paras)
+    assert any("text generation 0.047 0.03" in p.text for p in paras)
+
+
+def test_a_tree_holding_a_table_keeps_its_checksum(tmp_path) -> None:  # noqa: ANN001
+    """Failed when issue 42's checksums met this issue's table column: the bytes under a
+    null struct slot (every node that is not a table) differ after a Parquet round trip."""
+    from kohaku_rag.lake import content_problem, write_parquet_atomic
+    from kohaku_rag.tree import nodes_to_table
+
+    paras = paragraphs_with_tables(CAPTION_AFTER, page=6)
+    doc = ParsedDocument("luccioni2024", "Power Hungry Processing", [ParsedSection("Results", paras, page=6)])
+    path = tmp_path / "tree.parquet"
+    write_parquet_atomic(nodes_to_table(build_tree(doc, split_sentences)), path)
+    assert content_problem(path) is None

@@ -18,6 +18,7 @@ from PIL import Image
 from serving_corpus import write_config
 
 import kohaku_rag as kr
+from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.steps import read_tree
 from kohaku_rag.lake import Lake
 from kohaku_rag.parse.pdf import parse_pdf
@@ -44,6 +45,9 @@ Table 2: Device energy per training run, metered at the wall.
 
 The metered energy grew with the length of the run.
 """
+
+
+RECORDS = IndexConfig(table_records=True)  # tables kept as records (off by default)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +123,7 @@ def test_the_page_highlights_the_cell_its_row_label_and_its_column_header(energy
     import httpx
 
     lake = tmp_path / "lake"
-    assert not kr.index(energy_pdf.parent, lake, progress=lambda _m: None).failed
+    assert not kr.index(energy_pdf.parent, lake, index_config=RECORDS, progress=lambda _m: None).failed
     nodes = read_tree(Lake(lake), "energy")
     para = table_paragraph(nodes)
     assert para.table is not None
@@ -165,7 +169,7 @@ def test_the_answer_card_names_the_cell_and_the_page_marks_it(
     from selenium.webdriver.support.ui import WebDriverWait
 
     lake = tmp_path / "lake"
-    assert not kr.index(energy_pdf.parent, lake, progress=lambda _m: None).failed
+    assert not kr.index(energy_pdf.parent, lake, index_config=RECORDS, progress=lambda _m: None).failed
     monkeypatch.setitem(qa_server.QUESTIONS, ENERGY_QUESTION, ("kWh", "41.0", "energy"))
     shots = os.environ.get("KOHAKU_SCREENSHOTS")
     with qa_server.QAServer() as qa, serving(build_app(ServeSettings(lake=lake))) as url, chromium() as driver:
@@ -177,7 +181,10 @@ def test_the_answer_card_names_the_cell_and_the_page_marks_it(
         driver.find_element(By.ID, "question").send_keys(ENERGY_QUESTION)
         driver.find_element(By.ID, "unit").send_keys("kWh")
         driver.find_element(By.ID, "ask").click()
-        wait.until(ec.visibility_of_element_located((By.ID, "answer")))
+        try:
+            wait.until(ec.visibility_of_element_located((By.ID, "answer")))
+        except Exception:
+            raise AssertionError((driver.find_element(By.ID, "error").text, driver.get_log("browser"))) from None
         assert driver.find_element(By.ID, "value").text == "41"  # the value as normalised
         assert driver.find_element(By.ID, "cell").text == "Table 2, row B, column Energy (kWh)"
         driver.find_element(By.CSS_SELECTOR, "#chips .chip").click()
