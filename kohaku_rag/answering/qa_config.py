@@ -382,6 +382,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
         "query_share",
         "figure_search",
         "top_k_images",
+        "table_chars",
     ),
     GenerationPart: {
         **_defaults(

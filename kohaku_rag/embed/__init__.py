@@ -52,6 +52,8 @@ class EmbedderSpec:
     batch_size: Annotated[int, Range(1, 4096)] = 64
 
     def __post_init__(self) -> None:
+        if self.api_key_env == "":  # TOML's "no key" (configs dump None as ""), as LLMSpec reads it
+            object.__setattr__(self, "api_key_env", None)
         if self.backend not in get_args(Backend):
             raise ValueError(
                 f"embedding backend {self.backend!r} is unknown: use one of {', '.join(get_args(Backend))}"

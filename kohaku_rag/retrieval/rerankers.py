@@ -91,6 +91,8 @@ class RerankerSpec:
     max_passage_tokens: Annotated[int, Range(16, 32_768)] = 256
 
     def __post_init__(self) -> None:
+        if self.api_key_env == "":  # TOML's "no key" (configs dump None as ""), as LLMSpec reads it
+            object.__setattr__(self, "api_key_env", None)
         check_api_key_env(self.api_key_env)
         if self.backend == "http" and not (self.url or "").startswith(("http://", "https://")):
             raise ValueError(

@@ -94,8 +94,9 @@ class RetrievalConfig:
     content: Literal["all", "text"] = "all"
     # A table longer than this many characters enters the context as its caption and the
     # rows sharing the most question terms (in table order), not cut at the budget's edge:
-    # a row is only evidence beside the caption that says what its numbers are.
-    table_chars: Annotated[int, Range(200, 10_000_000)] = 1200
+    # a row is only evidence beside the caption that says what its numbers are. None: whole
+    # tables, as before (the default while tables as records are off; issue 41).
+    table_chars: Annotated[int, Range(200, 10_000_000)] | None = None
 
     # ── HERO's and Marikarp's retrieval options (issue 14; the README's "Other winning
     # systems as configs"). Their defaults leave retrieval exactly as above. ──

@@ -309,8 +309,9 @@ class Retriever:
         sentences marked (`mark_sentences`)."""
         if cfg.pack == "windows" and self.bm25 is not None:
             items = self.windows(question, items, cfg)
-        if self.bm25 is not None:
-            items = [self.table_rows(question, i, cfg.table_chars) if i.attachment == "table" else i for i in items]
+        if self.bm25 is not None and cfg.table_chars is not None:
+            limit = cfg.table_chars
+            items = [self.table_rows(question, i, limit) if i.attachment == "table" else i for i in items]
         packed = pack(items, cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.bm25 is not None:
             packed = self.mark_evidence(question, packed, cfg.mark_sentences)

@@ -63,9 +63,8 @@ def test_cite_hashes_as_before_at_its_legacy_value():
     # stored predictions of that default are reused only by a config that still answers that way.
     # 2026-11-26 moved it once (45f02e1ce7ba5e37 before): ANSWER_FORMAT 3 (the system prompt
     # shared with the true/false verdict) and the defaults without the planner, at 3,000 characters;
-    # and again (00954a685517ed22 before): ANSWER_FORMAT 4 (a bare number pair read as a range);
-    # 2026-11-27 (fc4642c8aef1ed56 before): retrieval's `table_chars` (a long table cut to its rows).
-    assert legacy.generation_hash == "a7f3d8b2eaf01f4e"
+    # and again (00954a685517ed22 before): ANSWER_FORMAT 4 (a bare number pair read as a range).
+    assert legacy.generation_hash == "fc4642c8aef1ed56"
     assert default.generation_hash != legacy.generation_hash
     assert default.retrieval_hash == legacy.retrieval_hash
     with pytest.raises(ValueError, match="cite"):
