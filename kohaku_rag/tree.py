@@ -167,21 +167,7 @@ def build_tree(doc: ParsedDocument, split_sentences: Callable[[str], list[str]])
             sentences = [para.text.strip()] if para.attachment is Attachment.TABLE else split_sentences(text)
             spans = sentence_spans(text, [s.strip() for s in sentences if s.strip()])
             for k, (sent, span) in enumerate(zip((s for s in sentences if s.strip()), spans, strict=True), start=1):
-                body.append(
-                    Node(
-                        node_id=sentence_id(doc_id, i + 1, j, k),
-                        doc_id=doc_id,
-                        parent_id=pid,
-                        kind=NodeKind.SENTENCE,
-                        ordinal=k,
-                        title="",
-                        text=sent.strip(),
-                        page=para.page,
-                        bbox=None,
-                        attachment=para.attachment,
-                        rects=sentence_rects(para, text, span),
-                    )
-                )
+                body.append(sentence_node(doc_id, i + 1, j, k, sent.strip(), para, sentence_rects(para, text, span)))
         if j == 0 and not sec.title.strip():
             continue  # a heading-only section ("3. Method" before "3.1 ...") is kept: it is structure
         i += 1
@@ -229,23 +215,26 @@ def table_sentences(doc_id: str, i: int, j: int, para: ParsedParagraph) -> list[
     for row in table.rows:
         rect = ((para.page, *row.bbox),) if para.page is not None and row.bbox is not None else whole
         texts.append((row_sentence(table, row), rect))
-    pid = paragraph_id(doc_id, i, j)
-    return [
-        Node(
-            node_id=sentence_id(doc_id, i, j, k),
-            doc_id=doc_id,
-            parent_id=pid,
-            kind=NodeKind.SENTENCE,
-            ordinal=k,
-            title="",
-            text=text,
-            page=para.page,
-            bbox=None,
-            attachment=Attachment.TABLE,
-            rects=rects,
-        )
-        for k, (text, rects) in enumerate(texts, start=1)
-    ]
+    return [sentence_node(doc_id, i, j, k, text, para, rects) for k, (text, rects) in enumerate(texts, start=1)]
+
+
+def sentence_node(
+    doc_id: str, i: int, j: int, k: int, text: str, para: ParsedParagraph, rects: tuple[Rect, ...]
+) -> Node:
+    """Sentence k of paragraph j of section i (1-based), on its paragraph's page."""
+    return Node(
+        node_id=sentence_id(doc_id, i, j, k),
+        doc_id=doc_id,
+        parent_id=paragraph_id(doc_id, i, j),
+        kind=NodeKind.SENTENCE,
+        ordinal=k,
+        title="",
+        text=text,
+        page=para.page,
+        bbox=None,
+        attachment=para.attachment,
+        rects=rects,
+    )
 
 
 def sentence_spans(text: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
