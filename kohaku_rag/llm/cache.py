@@ -68,6 +68,8 @@ class CachedChat:
         self.path = Path(cache_dir) / "llm.sqlite"
         self.hits = 0
         self.misses = 0
+        # Question threads share this one connection, and apsw refuses a connection busy in
+        # another thread: every use of `_db` holds the lock (the inner model's call does not).
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = apsw.Connection(str(self.path))
@@ -84,7 +86,8 @@ class CachedChat:
         return f"CachedChat({self.inner!r}, {str(self.path)!r})"
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def complete(self, req: ChatRequest) -> ChatResult:
         (result,) = self.complete_many([req])
@@ -113,11 +116,12 @@ class CachedChat:
         return [res if res is not None else fresh[key] for key, res in zip(keys, results, strict=True)]
 
     def _get(self, key: str) -> ChatResult | None:
-        row = self._db.execute(
-            "SELECT text, prompt_tokens, completion_tokens, seconds, top_logprobs, mean_logprob FROM responses "
-            "WHERE key = ?",
-            (key,),
-        ).fetchone()
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text, prompt_tokens, completion_tokens, seconds, top_logprobs, mean_logprob FROM responses "
+                "WHERE key = ?",
+                (key,),
+            ).fetchone()
         if row is None:
             return None
         text, prompt_tokens, completion_tokens, seconds, top, mean = row
@@ -133,19 +137,20 @@ class CachedChat:
         )
 
     def _put(self, key: str, result: ChatResult) -> None:
-        self._db.execute(
-            "INSERT OR REPLACE INTO responses "
-            "(key, model_id, text, prompt_tokens, completion_tokens, seconds, created, top_logprobs, mean_logprob) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                key,
-                self.model_id,
-                result.text,
-                result.prompt_tokens,
-                result.completion_tokens,
-                result.seconds,
-                time.time(),
-                json.dumps(list(result.top_logprobs)),
-                result.mean_logprob,
-            ),
+        row = (
+            key,
+            self.model_id,
+            result.text,
+            result.prompt_tokens,
+            result.completion_tokens,
+            result.seconds,
+            time.time(),
+            json.dumps(list(result.top_logprobs)),
+            result.mean_logprob,
         )
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, model_id, text, prompt_tokens, completion_tokens, "
+                "seconds, created, top_logprobs, mean_logprob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )

@@ -122,3 +122,35 @@ def test_first_token_logprobs_are_cached_and_old_caches_are_upgraded(tmp_path: P
         again = CachedChat(chat(srv.base_url), tmp_path).complete(verdict)
         assert again.cached and again.top_logprobs == fresh.top_logprobs
         assert len(srv.attempts("verdict")) == 1 and len(srv.attempts("old")) == 0
+
+
+
+class EchoChat:
+    """An instant inner model (the cache under test is the subject, not the model): each
+    thread's next cache read or write follows at once, so unserialized use collides."""
+
+    model_id = "echo"
+    context_window = 4096
+    max_concurrent = 8
+
+    def complete(self, req: ChatRequest) -> ChatResult:
+        return ChatResult(req.messages[-1].content.upper(), 1, 1, 0.0)
+
+    def complete_many(self, reqs: list[ChatRequest]) -> list[ChatResult | Exception]:
+        return [self.complete(r) for r in reqs]
+
+
+def test_question_threads_share_the_cache_without_a_threading_violation(tmp_path: Path) -> None:
+    """Questions are asked from several threads at once through one CachedChat (one apsw
+    connection): its reads and writes must be serialized, or apsw refuses a connection busy
+    in another thread (the CI failure of stop 46, in a diverse-rerank config run)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    llm = CachedChat(EchoChat(), tmp_path)
+    reqs = [ask(f"question {i}", seed=i) for i in range(400)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for _round in range(3):  # misses, then hits: reads and writes interleave
+            results = list(pool.map(llm.complete, reqs))
+            assert [r.text for r in results] == [f"QUESTION {i}" for i in range(400)]
+    assert (llm.misses, llm.hits) == (400, 800)
+    llm.close()
