@@ -40,6 +40,7 @@ from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import CONFIG_VERSION
 from kohaku_rag.answering.scoring import per_type_accuracy, score_answers, worst_table
+from kohaku_rag.answering.time_split import time_split
 from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
 from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
@@ -255,6 +256,8 @@ def predictions(
             **_asked(fresh),
             "blank_rate": round(sum(p.answer.is_blank for p in rows) / max(len(rows), 1), 4),
             "mean_attempts": round(sum(p.attempts for p in rows) / max(len(rows), 1), 3),
+            # Where the LLM's time went, per question (time_split.py).
+            "time_split": MetadataValue.json(split.as_dict() if (split := time_split(runs)) else {}),
             "llm_calls": misses,
             "llm_cache_hits": hits,
             "seconds": round(time.perf_counter() - started, 3),

@@ -31,6 +31,7 @@ from kohaku_rag.answering.config_folder import (
 from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.scoring import score_answers
+from kohaku_rag.answering.time_split import time_split
 from kohaku_rag.api import Rag
 from kohaku_rag.evaluation.metrics import METRICS
 from kohaku_rag.evaluation.records import Answer, Question
@@ -162,6 +163,9 @@ def _eval_config(
         answers = st.answers_of(st.read_run(settings.lake, report.keys.prediction, run))
     else:
         raise ValueError(f"--run {run}: config {name} has runs 0..{cfg.voting.runs - 1}")
+    runs = [st.read_run(settings.lake, report.keys.prediction, r) for r in range(cfg.voting.runs)]
+    if (split := time_split(runs)) is not None:
+        say(split.line())
     return name, load_questions(cfg.questions), answers
 
 

@@ -115,6 +115,7 @@ class _Run:
     seed: int
     attempts: int = 0
     prompt_tokens: int = 0
+    prompt_tokens_evaluated: int | None = 0  # None once a backend did not say
     completion_tokens: int = 0
     seconds: float = 0.0
     llm_calls: int = 0
@@ -165,7 +166,10 @@ def _ask(
             run.working = ""
             reply = f"{type(res).__name__}: {res}" if isinstance(res, Exception) else res.text
             kind = "answer" if stage.name == "single" else f"answer ({stage.name})"
-            run.log.append({"attempt": run.attempts, "kind": kind, "k": len(items), "prompt": prompt, "reply": reply})
+            run.log.append(
+                {"attempt": run.attempts, "kind": kind, "k": len(items), "prompt": prompt, "reply": reply}
+                | call_cost(res)
+            )
             if isinstance(res, UnusableReply):  # a reply, though unusable: an abstention like bad JSON
                 log.warning("%s: %s", question.id, res)
                 run.answer = Answer.blank(question.answer_unit)
@@ -194,8 +198,27 @@ def _count(run: _Run, res: ChatResult) -> None:
     run.llm_calls += 1
     run.cached_calls += int(res.cached)
     run.prompt_tokens += res.prompt_tokens
+    if run.prompt_tokens_evaluated is not None and res.prompt_tokens_evaluated is not None:
+        run.prompt_tokens_evaluated += res.prompt_tokens_evaluated
+    else:
+        run.prompt_tokens_evaluated = None
     run.completion_tokens += res.completion_tokens
     run.seconds += res.seconds
+
+
+def call_cost(res: ChatResult | Exception) -> dict[str, Any]:
+    """One call's share of the time, for its entry in the run's log: prompt tokens, how many
+    were evaluated (the rest reused from a KV state; None: the backend did not say), reply
+    tokens, seconds, and whether the reply came from the response cache."""
+    if isinstance(res, Exception):
+        return {}
+    return {
+        "prompt_tokens": res.prompt_tokens,
+        "evaluated": res.prompt_tokens_evaluated,
+        "reply_tokens": res.completion_tokens,
+        "seconds": round(res.seconds, 3),
+        "cached": res.cached,
+    }
 
 
 def _answered_groups(runs: Sequence[_Run], key: Callable[[_Run], Hashable]) -> list[list[_Run]]:
@@ -228,6 +251,7 @@ def _one_word(
     reply = " ".join(f"{t!r}:{lp:.3f}" for t, lp in res.top_logprobs[:5])
     first.log.append(
         {"attempt": first.attempts, "kind": kind, "k": len(first.items), "prompt": prompt_text(req), "reply": reply}
+        | call_cost(res)
     )
     return res
 
@@ -284,6 +308,7 @@ def _query_tables(chat: ChatModel, question: Question, runs: Sequence[_Run]) -> 
                 "prompt": prompt_text(req),
                 "reply": f"{res.text}\n-> {value}",
             }  # fmt: skip
+            | call_cost(res)
         )
         if value is None:
             continue
@@ -371,6 +396,7 @@ def answer_runs(
                 k_used=len(run.items),
                 context_chars=sum(len(i.text) for i in run.items),
                 prompt_tokens=run.prompt_tokens,
+                prompt_tokens_evaluated=run.prompt_tokens_evaluated,
                 completion_tokens=run.completion_tokens,
                 seconds=run.seconds,
                 llm_calls=run.llm_calls,

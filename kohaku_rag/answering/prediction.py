@@ -38,6 +38,9 @@ class Prediction:
     support_logodds: float | None = None
     # A computed answer's working (compute.py's Working as JSON; "" when none was written).
     working: str = ""
+    # Of prompt_tokens, those the model evaluated; the rest were reused from a saved or kept
+    # KV state (None: a backend did not say, or a row stored before the split was).
+    prompt_tokens_evaluated: int | None = None
     context: tuple[ContextItem, ...] = ()  # the snippets of the answering prompt (not stored in rows)
     # Every LLM call of this run: {"attempt", "kind" (answer/verdict/support), "k", "prompt", "reply"}
     # (stored in the debug table, not in rows).
@@ -80,6 +83,7 @@ class Prediction:
             "k_used": self.k_used,
             "context_chars": self.context_chars,
             "prompt_tokens": self.prompt_tokens,
+            "prompt_tokens_evaluated": self.prompt_tokens_evaluated,
             "completion_tokens": self.completion_tokens,
             "seconds": round(self.seconds, 4),
             "llm_calls": self.llm_calls,

@@ -89,7 +89,10 @@ def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
     if spec.backend == "llama":
         from kohaku_rag.llm.llama import LlamaCppChat
 
-        inner = LlamaCppChat(_gguf_path(spec.model, lake_root / "models"), n_ctx=spec.n_ctx, n_threads=spec.n_threads)
+        gguf = _gguf_path(spec.model, lake_root / "models")
+        # The fixed prompt openings' KV states live beside the model file, as it does once per
+        # machine, so a new process starts warm (prefix_states.py).
+        inner = LlamaCppChat(gguf, n_ctx=spec.n_ctx, n_threads=spec.n_threads, state_dir=gguf.parent / "prefix-states")
     else:
         from kohaku_rag.llm.openai_compat import OpenAIChat
 

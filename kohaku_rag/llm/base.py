@@ -179,6 +179,9 @@ class ChatResult:
     top_logprobs: tuple[tuple[str, float], ...] = ()
     # The mean log-probability of the reply's tokens when the request asked for it.
     mean_logprob: float | None = None
+    # Of `prompt_tokens`, how many the model evaluated (the rest came from a saved or kept KV
+    # state); 0 for a cached reply; None when the backend does not say.
+    prompt_tokens_evaluated: int | None = None
 
 
 @runtime_checkable

@@ -132,6 +132,7 @@ class CachedChat:
             completion_tokens,
             seconds,
             cached=True,
+            prompt_tokens_evaluated=0,
             top_logprobs=top_logprobs,
             mean_logprob=None if mean is None else float(mean),
         )

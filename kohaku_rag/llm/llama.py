@@ -79,6 +79,7 @@ class LlamaCppChat:
         seed: int = 0,
         prefix_cache: bool = True,
         parallel_replies: bool = True,
+        state_dir: Path | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
@@ -96,7 +97,9 @@ class LlamaCppChat:
         self.last_timings: LlamaTimings | None = None
         self.prompt_tokens_evaluated = 0  # running total: shows what KV reuse saved
         # The KV states of repeating prompt prefixes (prefix_states.py); None turns it off.
-        self.prefix_states: PrefixStates | None = PrefixStates() if prefix_cache else None
+        # With `state_dir` they are also saved there for the next process (their identity is
+        # set once the model is loaded: it names the CPU variant llama.cpp picked).
+        self.prefix_states: PrefixStates | None = PrefixStates(directory=state_dir) if prefix_cache else None
         # m replies to one prompt decoded together (decoding.py); False: one after another.
         self.parallel_replies = parallel_replies
         self._decoding: Any = None
@@ -162,7 +165,7 @@ class LlamaCppChat:
                 )
                 self.prompt_tokens_evaluated += evaluated
                 if req.top_logprobs:
-                    return [self._first_token(decoder, req.top_logprobs, len(tokens), started)]
+                    return [self._first_token(decoder, req.top_logprobs, len(tokens), evaluated, started)]
                 replies = decoder.sample(
                     [r.seed for r in reqs],
                     req.temperature,
@@ -179,7 +182,10 @@ class LlamaCppChat:
         perf = llama_cpp.llama_perf_context(decoder.ctx)
         self.last_timings = LlamaTimings(evaluated, perf.t_p_eval_ms, perf.n_eval, perf.t_eval_ms)
         out: list[ChatResult | Exception] = []
-        for reply in replies:
+        # The prefill is shared like the time: the first reply carries what the split leaves.
+        shares = [evaluated // len(replies)] * len(replies)
+        shares[0] += evaluated - sum(shares)
+        for reply, share in zip(replies, shares, strict=True):
             try:
                 text = self._checked(req, reply.text, reply.finish)
             except UnusableReply as exc:
@@ -194,11 +200,12 @@ class LlamaCppChat:
                     seconds=seconds / len(replies),
                     cached=False,
                     mean_logprob=reply.mean_logprob,
+                    prompt_tokens_evaluated=share,
                 )
             )
         return out
 
-    def _first_token(self, decoder: Any, top: int, prompt_tokens: int, started: float) -> ChatResult:
+    def _first_token(self, decoder: Any, top: int, prompt_tokens: int, evaluated: int, started: float) -> ChatResult:
         """The reply's `top` most likely first tokens, read from the model's own distribution
         (no grammar, no sampling): what a verdict's probability is computed from."""
         logprobs = decoder.first_token_logprobs()
@@ -210,6 +217,7 @@ class LlamaCppChat:
             completion_tokens=1,
             seconds=time.perf_counter() - started,
             top_logprobs=pairs,
+            prompt_tokens_evaluated=evaluated,
         )
 
     def _checked(self, req: ChatRequest, text: str, finish: str | None) -> str:
@@ -280,14 +288,35 @@ class LlamaCppChat:
             llm = self._model()
             from kohaku_rag.llm.decoding import Decoder
 
+            # Room for the prompt and one reply (n_ctx), plus the other voted runs' replies.
+            n_ctx = self.context_window + (PARALLEL_SEQS - 1) * PARALLEL_MAX_TOKENS
             try:
-                # Room for the prompt and one reply (n_ctx), plus the other voted runs' replies.
-                self._decoding = Decoder(
-                    llm, self.context_window + (PARALLEL_SEQS - 1) * PARALLEL_MAX_TOKENS, PARALLEL_SEQS, self.n_threads
-                )
+                self._decoding = Decoder(llm, n_ctx, PARALLEL_SEQS, self.n_threads)
             except RuntimeError as exc:
                 raise BackendError(f"{self.model_path}: {exc}") from None
+            if self.prefix_states is not None:
+                self.prefix_states.identity = self._state_identity(n_ctx)
         return self._decoding
+
+    def _state_identity(self, n_ctx: int) -> str:
+        """What a saved KV state depends on besides its tokens: the model file, the decoding
+        context, llama.cpp's version and CPU variant, the threads (a state saved under other
+        values is another file, never loaded here)."""
+        import llama_cpp
+
+        stat = self.model_path.stat()
+        return json.dumps(
+            [
+                self.model_path.name,
+                stat.st_size,
+                stat.st_mtime_ns,
+                n_ctx,
+                PARALLEL_SEQS,
+                self.n_threads,
+                llama_cpp.__version__,
+                ensure_cpu_backend().variant,
+            ]
+        )
 
     def _tokens(self, messages: tuple[Message, ...]) -> list[int]:
         llm = self._model()

@@ -312,12 +312,18 @@ class OpenAIChat:
             values = [float(t["logprob"]) for t in tokens if isinstance(t, dict) and "logprob" in t]
             mean = sum(values) / len(values) if values else None
         usage = data.get("usage") or {}
+        # Servers that keep KV caches say how much of the prompt they reused (OpenAI's
+        # `prompt_tokens_details.cached_tokens`); without it the split is unknown.
+        reused = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+        prompt = int(usage.get("prompt_tokens") or 0)
+        evaluated = max(0, prompt - reused) if isinstance(reused, int) else None
         return ChatResult(
             text=text,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            prompt_tokens=prompt,
             completion_tokens=int(usage.get("completion_tokens") or 0),
             seconds=seconds,
             cached=False,
+            prompt_tokens_evaluated=evaluated,
             top_logprobs=top,
             mean_logprob=mean,
         )

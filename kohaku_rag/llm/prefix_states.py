@@ -10,30 +10,62 @@ Why the split is fixed: logits depend in their last bits on how tokens were batc
 prompt with a shareable prefix is always evaluated as "prefix, then the rest" from an empty
 cache, whether the prefix state was restored or just computed. A reply is then the same
 whatever ran before it (see llama.py).
+
+Why on disk too (`directory`): the fixed part of a prompt is the same for every process on a
+machine, so `kohaku ask`, the first question of `kohaku eval` and a fresh `kohaku serve`
+load it instead of evaluating it. A state file is named by a digest of `identity` (the model
+file, the context's size, llama.cpp's version and CPU variant: whatever the KV bits depend on)
+and the prefix tokens (so a changed prompt is another file, never a stale one). Each file
+carries the digest of its bytes; a damaged or refused file is deleted and rebuilt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import hashlib
+import logging
+import os
+import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["MIN_PREFIX_TOKENS", "PrefixStates"]
+import numpy as np
+
+__all__ = ["MIN_PREFIX_TOKENS", "PrefixStates", "state_file_name"]
+
+log = logging.getLogger(__name__)
 
 # Below this a saved state saves less than its copy costs.
 MIN_PREFIX_TOKENS = 16
+# A state file: this magic, the SHA-256 of the state's bytes, the bytes.
+_MAGIC = b"KOHAKU-KV-STATE-1\n"
+_DIGEST = 32
+# State files kept per directory (the least recently used go first): ~10 MB each.
+DISK_CAPACITY = 48
+
+
+def state_file_name(identity: str, prefix: tuple[int, ...]) -> str:
+    """The file a prefix's state is saved in, for a model and context described by `identity`."""
+    digest = hashlib.sha256(identity.encode("utf-8") + b"\0" + np.asarray(prefix, dtype="<i4").tobytes())
+    return digest.hexdigest()[:40] + ".kv"
 
 
 class PrefixStates:
     """An LRU of llama.cpp sequence states, keyed by the prefix tokens they hold."""
 
-    def __init__(self, capacity: int = 8) -> None:
+    def __init__(self, capacity: int = 8, directory: Path | None = None, identity: str = "") -> None:
         self.capacity = capacity
+        # Where states are kept across processes (None: this process only), for `identity`.
+        self.directory = directory
+        self.identity = identity
         # prefix tokens -> (the state's buffer, its length in bytes), as llama.cpp wrote it
         self._states: OrderedDict[tuple[int, ...], tuple[ctypes.Array[ctypes.c_uint8], int]] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self.disk_hits = 0  # of `hits`, states loaded from `directory`
 
     def __len__(self) -> int:
         return len(self._states)
@@ -52,10 +84,69 @@ class PrefixStates:
                 return 0
             del self._states[key]
             llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, -1, -1)
+        loaded = self._read(key)
+        if loaded is not None:
+            if llama_cpp.llama_state_seq_set_data(ctx, *loaded, 0):
+                self._remember(key, loaded)
+                self.hits += 1
+                self.disk_hits += 1
+                return 0
+            # Written by another build or for another context: rebuilt below.
+            log.warning("prefix state %s was refused by llama.cpp; evaluating it again", self._path(key))
+            llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(ctx), 0, -1, -1)
         self.misses += 1
         evaluate(prefix)
         self._save(ctx, key)
         return len(prefix)
+
+    def _path(self, key: tuple[int, ...]) -> Path:
+        assert self.directory is not None
+        return self.directory / state_file_name(self.identity, key)
+
+    def _read(self, key: tuple[int, ...]) -> tuple[ctypes.Array[ctypes.c_uint8], int] | None:
+        """The state saved on disk for `key`, or None (absent, unreadable or damaged: a
+        damaged file is deleted, so it is rebuilt)."""
+        if self.directory is None:
+            return None
+        path = self._path(key)
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        body = data[len(_MAGIC) + _DIGEST :]
+        if not data.startswith(_MAGIC) or hashlib.sha256(body).digest() != data[len(_MAGIC) : len(_MAGIC) + _DIGEST]:
+            log.warning("prefix state %s is damaged; evaluating it again", path)
+            path.unlink(missing_ok=True)
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recently used: kept when the directory is pruned
+        return (ctypes.c_uint8 * len(body)).from_buffer_copy(body), len(body)
+
+    def _write(self, key: tuple[int, ...], buffer: ctypes.Array[ctypes.c_uint8], size: int) -> None:
+        """Save the state for other processes, whole or not at all (a temporary file renamed
+        into place); a directory that cannot be written leaves the state in memory only."""
+        if self.directory is None:
+            return
+        body = bytes(memoryview(buffer)[:size])
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(_MAGIC + hashlib.sha256(body).digest() + body)
+                os.replace(tmp, self._path(key))
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            self._prune()
+        except OSError as exc:
+            log.warning("prefix state not saved in %s (%s); it stays in this process only", self.directory, exc)
+
+    def _prune(self) -> None:
+        assert self.directory is not None
+        files = sorted(self.directory.glob("*.kv"), key=_mtime, reverse=True)
+        for old in files[DISK_CAPACITY:]:
+            old.unlink(missing_ok=True)
 
     def _save(self, ctx: Any, key: tuple[int, ...]) -> None:
         import llama_cpp
@@ -64,6 +155,17 @@ class PrefixStates:
         buffer = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
         if written:
-            self._states[key] = (buffer, written)
-            while len(self._states) > self.capacity:
-                self._states.popitem(last=False)
+            self._remember(key, (buffer, written))
+            self._write(key, buffer, written)
+
+    def _remember(self, key: tuple[int, ...], state: tuple[ctypes.Array[ctypes.c_uint8], int]) -> None:
+        self._states[key] = state
+        while len(self._states) > self.capacity:
+            self._states.popitem(last=False)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # removed meanwhile by another process's prune
+        return 0.0

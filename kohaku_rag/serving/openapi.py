@@ -67,7 +67,13 @@ ANSWER = _obj(
     config=STR,
     stored=BOOL,
     answer_id=STR,
-    usage=_obj(["prompt_tokens", "completion_tokens"], prompt_tokens=INT, completion_tokens=INT),
+    usage=_obj(
+        ["prompt_tokens", "completion_tokens"],
+        prompt_tokens=INT,
+        # of prompt_tokens, those the model evaluated (the rest reused from a KV state); null: unknown
+        prompt_tokens_evaluated=NULL_I,
+        completion_tokens=INT,
+    ),
 )
 DOCUMENT = _obj(
     ["doc_id", "title", "url", "format", "pages"],

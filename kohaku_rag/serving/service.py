@@ -50,6 +50,9 @@ from kohaku_rag.stores.manifest import read_manifest
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
+# What the raw-reply expander shows of each LLM call: the reply and where its time went
+# (answer.call_cost: prompt tokens, of them evaluated, reply tokens, seconds, cached).
+RAW_FIELDS = ("kind", "attempt", "reply", "prompt_tokens", "evaluated", "reply_tokens", "seconds", "cached")
 Progress = Callable[[dict[str, Any]], None]
 
 
@@ -380,11 +383,15 @@ class AnswerService:
             "is_blank": result.is_blank,
             "cited": [self.citation(item, result.value) for item in result.cited],
             "context": [self.context_item(i) for i in pred.context],
-            "raw": [{"kind": d.get("kind"), "attempt": d.get("attempt"), "reply": d.get("reply")} for d in pred.debug],
+            "raw": [{k: d.get(k) for k in RAW_FIELDS} for d in pred.debug],
             "seconds": round(seconds, 3),
             "config": config,
             "stored": False,
-            "usage": {"prompt_tokens": pred.prompt_tokens, "completion_tokens": pred.completion_tokens},
+            "usage": {
+                "prompt_tokens": pred.prompt_tokens,
+                "prompt_tokens_evaluated": pred.prompt_tokens_evaluated,
+                "completion_tokens": pred.completion_tokens,
+            },
         }
 
     def context_item(self, item: ContextItem) -> dict[str, Any]:

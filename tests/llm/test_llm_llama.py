@@ -286,3 +286,67 @@ def test_a_support_check_continues_from_the_answers_kv_state_and_separates_state
         odds[question.id] = support_logodds(result.top_logprobs)
     assert odds["q1"] is not None and odds["q2"] is not None
     assert odds["q1"] > odds["q2"]
+
+
+def _prefix_run(model_path: Path, state_dir: Path, system: str) -> dict[str, object]:
+    """One request in a new process with prefix states saved in `state_dir`."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import json
+        from pathlib import Path
+        from kohaku_rag.llm.base import ChatRequest, Message
+        from kohaku_rag.llm.llama import LlamaCppChat
+        llm = LlamaCppChat(Path({str(model_path)!r}), n_ctx=512, n_threads=1, state_dir=Path({str(state_dir)!r}))
+        req = ChatRequest((Message("system", {system!r}), Message("user", "Name a random animal.")),
+                          temperature=1.0, max_tokens=6, seed=3)
+        res = llm.complete(req)
+        states = llm.prefix_states
+        assert res.prompt_tokens_evaluated == llm.last_timings.prompt_tokens_evaluated
+        print(json.dumps({{"text": res.text, "evaluated": res.prompt_tokens_evaluated,
+                          "disk_hits": states.disk_hits, "misses": states.misses,
+                          "shared": llm._shared_prefix(req.messages, llm._tokens(req.messages))}}))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_saved_prefix_state_warms_a_new_process_and_is_rebuilt_when_damaged(tmp_path: Path) -> None:
+    """The fixed opening of a prompt is evaluated once per machine: a second process loads
+    its state (fewer tokens evaluated, the same reply as the cold start); a changed prompt or
+    model is another state; a damaged state file is rebuilt, never loaded."""
+    model = bundled_model()
+    system = "You are a terse assistant: reply with as few words as you can, in lower case only."
+    cold = _prefix_run(model, tmp_path, system)
+    assert (cold["disk_hits"], cold["misses"]) == (0, 1)
+    (saved,) = list(tmp_path.glob("*.kv"))
+    shared = int(cold["shared"])  # type: ignore[call-overload]
+    assert shared >= MIN_PREFIX_TOKENS
+
+    warm = _prefix_run(model, tmp_path, system)
+    assert (warm["disk_hits"], warm["misses"]) == (1, 0)
+    assert warm["evaluated"] == int(cold["evaluated"]) - shared  # type: ignore[call-overload]
+    assert warm["text"] == cold["text"]
+
+    # Another prompt version (system prompt): not the saved state, a state of its own.
+    other = _prefix_run(model, tmp_path, system + " Be kind.")
+    assert (other["disk_hits"], other["misses"]) == (0, 1)
+    assert len(list(tmp_path.glob("*.kv"))) == 2
+
+    # Another model file (a copy with another name and time): its own states.
+    copy = tmp_path / "models" / "other.gguf"
+    copy.parent.mkdir()
+    copy.symlink_to(model)
+    assert _prefix_run(copy, tmp_path, system)["disk_hits"] == 0
+
+    # A damaged state (one flipped byte) is deleted and evaluated again: the same reply.
+    data = bytearray(saved.read_bytes())
+    data[-100] ^= 0xFF
+    saved.write_bytes(bytes(data))
+    healed = _prefix_run(model, tmp_path, system)
+    assert (healed["disk_hits"], healed["misses"]) == (0, 1)
+    assert healed["text"] == cold["text"]
+    assert _prefix_run(model, tmp_path, system)["disk_hits"] == 1

@@ -50,6 +50,9 @@ def test_ask_answers_with_citations_and_stores_the_answer(client, lake: Path, qa
     assert "0.18" in cited[0]["quote"] and cited[0]["quote"] in cited[0]["text"]
     assert cited[0]["sentence_id"].startswith(cited[0]["node_id"])
     assert body["context"] and body["raw"] and body["raw"][-1]["reply"]
+    call = body["raw"][-1]
+    assert call["prompt_tokens"] > 0 and call["reply_tokens"] > 0 and call["cached"] is False
+    assert call["evaluated"] is None and body["usage"]["prompt_tokens_evaluated"] is None  # the server does not say
     asked = len(qa.requests)
     again = client.post("/api/ask", json={"question": WATER_QUESTION, "unit": "L/kWh"}).json()
     assert again["stored"] is True and again["value"] == "0.18" and again["cited"] == cited

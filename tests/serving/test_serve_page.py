@@ -4,6 +4,8 @@ paragraph), the expanders and the session history."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from asgi_server import serving
 from browser import chromium, chromium_missing
@@ -50,7 +52,10 @@ def test_ask_page_end_to_end(app) -> None:
         driver.find_element(By.CSS_SELECTOR, "#context summary").click()
         assert driver.find_elements(By.CSS_SELECTOR, "#context-list li")
         driver.find_element(By.CSS_SELECTOR, "#raw summary").click()
-        assert "0.18" in driver.find_element(By.ID, "raw-text").text
+        raw = driver.find_element(By.ID, "raw-text").text
+        assert "0.18" in raw
+        # Where the call's time went, on the attempt's heading line (answer.call_cost).
+        assert re.search(r"\[answer #1 · \d+ prompt tokens · \d+ reply tokens · \d+\.\d s\]", raw), raw
         history = driver.find_elements(By.CSS_SELECTOR, "#history li")
         assert len(history) == 1 and WATER_QUESTION in history[0].text
         logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -82,6 +82,9 @@ class ChatServer:
     requests: list[Recorded] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)  # every request's path, query string included
     max_in_flight: int = 0
+    # When set, usage says this many prompt tokens were reused from the server's KV cache
+    # (OpenAI's prompt_tokens_details.cached_tokens), as servers with prompt caching do.
+    cached_prompt_tokens: int | None = None
     _in_flight: int = 0
     _scripts: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -195,7 +198,12 @@ class ChatServer:
                 "prompt_tokens": prompt_words,
                 "completion_tokens": len(content.split()),
                 "total_tokens": prompt_words + len(content.split()),
-            },
+            }
+            | (
+                {}
+                if self.cached_prompt_tokens is None
+                else {"prompt_tokens_details": {"cached_tokens": min(self.cached_prompt_tokens, prompt_words)}}
+            ),
         }
 
     @staticmethod

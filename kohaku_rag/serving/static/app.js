@@ -161,6 +161,15 @@ function showReply(text) {
 
 // The string fields a reader wants from a JSON reply still being written, each decoded as far
 // as it has come (a field cut mid-string shows what is there).
+// Where one LLM call's time went: "· 1130 prompt tokens (830 evaluated, 300 reused) · 62 reply tokens · 9.1 s".
+function callCost(x) {
+  if (x.prompt_tokens == null) return "";
+  if (x.cached) return " · from the response cache";
+  let out = " · " + x.prompt_tokens + " prompt tokens";
+  if (x.evaluated != null) out += " (" + x.evaluated + " evaluated, " + (x.prompt_tokens - x.evaluated) + " reused)";
+  return out + " · " + x.reply_tokens + " reply tokens · " + Number(x.seconds).toFixed(1) + " s";
+}
+
 function replyProse(raw) {
   const out = {};
   const key = /"(evidence|explanation|answer|question)"\s*:\s*"/g;
@@ -397,7 +406,7 @@ function showAnswer(r) {
   for (const item of r.context) {
     ctx.append(el("li", {}, [el("span", { className: "where", textContent: (item.title || item.doc_id) + (item.page ? " p. " + item.page : "") + " · " + item.node_id + " · " + item.score.toFixed(3) + " — " }), item.text]));
   }
-  $("raw-text").textContent = r.raw.map((x) => "[" + x.kind + " #" + x.attempt + "]\n" + x.reply).join("\n\n");
+  $("raw-text").textContent = r.raw.map((x) => "[" + x.kind + " #" + x.attempt + callCost(x) + "]\n" + x.reply).join("\n\n");
   $("evidence").hidden = true;
   $("feedback-form").hidden = true;
   $("feedback-status").hidden = true;
