@@ -102,11 +102,13 @@ def build_messages(
     blank_rule: str = BLANK_RULE,
     compute: bool = False,
     options: Sequence[str] = (),
+    value_first: bool = False,
 ) -> tuple[Message, ...]:
     """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
     line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's);
     `compute` asks for operands and an expression (compute.py); `options` are the candidate
-    values answer_value chooses from (choose.py)."""
+    values answer_value chooses from (choose.py); `value_first` lists the fields in the
+    value-first order (answer_schema)."""
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -128,6 +130,23 @@ def build_messages(
         evidence_rule = ["evidence: copy the context sentence that shows whether the statement is true or false."]
     else:
         evidence_rule = ["evidence: copy the context sentence that answers the question."]
+    ref_rule = "ref_id: the ref_id of each passage you used."
+    if value_first:
+        fields = [
+            *([COMPUTE_RULE] if compute else []),
+            value_rule,
+            ref_rule,
+            "answer: the answer in a few words.",
+            "explanation: one short sentence naming the fact in the context.",
+        ]
+    else:
+        fields = [
+            "explanation: a few words quoting the fact from the context.",
+            *([COMPUTE_RULE] if compute else []),
+            "answer: the answer in a few words.",
+            value_rule,
+            ref_rule,
+        ]
     task = "\n".join(
         [
             f"Question: {question.question}",
@@ -136,11 +155,7 @@ def build_messages(
             "",
             "Fill in the JSON:",
             *evidence_rule,
-            "explanation: a few words quoting the fact from the context.",
-            *([COMPUTE_RULE] if compute else []),
-            "answer: the answer in a few words.",
-            value_rule,
-            "ref_id: the ref_id of each passage you used.",
+            *fields,
             blank_rule,
         ]
     )
@@ -157,11 +172,14 @@ def answer_schema(
     evidence: Sequence[str] = (),
     compute: bool = False,
     options: Sequence[str] = (),
+    value_first: bool = False,
 ) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
     (context sentences), the reply first copies one of them verbatim. The unit is the
     question's, so the reply does not write it: a forced `"answer_unit": "is_blank"` right
-    before `is_blank` led the embedded model to abstain after giving the right answer."""
+    before `is_blank` led the embedded model to abstain after giving the right answer.
+    `value_first`: the value and its references right after the evidence (and a computed
+    answer's operands), then the answer words and a shorter explanation."""
     refs: dict[str, Any] = (
         {"type": "array", "items": {"type": "string", "enum": list(doc_ids)}, "minItems": 1, "maxItems": 3}
         if doc_ids
@@ -179,19 +197,33 @@ def answer_schema(
     working = operand_schema(doc_ids) if compute else {}
     # Short string caps bound the generation time on a slow CPU model. Properties are
     # written in this order, so the model quotes before it commits to an answer.
-    return {
-        "title": "answer",
-        "type": "object",
-        "properties": {
+    words: dict[str, Any] = {"type": "string", "maxLength": 80}
+    properties: dict[str, Any] = (
+        {
+            **quote,
+            **working,
+            "answer_value": value,
+            "ref_id": refs,
+            "answer": words,
+            "explanation": {"type": "string", "maxLength": 60},
+            "is_blank": {"type": "boolean"},
+        }
+        if value_first
+        else {
             **quote,
             "explanation": {"type": "string", "maxLength": 120},
             **working,
-            "answer": {"type": "string", "maxLength": 80},
+            "answer": words,
             "answer_value": value,
             "ref_id": refs,
             "is_blank": {"type": "boolean"},
-        },
-        "required": [*quote, "explanation", *working, "answer", "answer_value", "ref_id", "is_blank"],
+        }
+    )
+    return {
+        "title": "answer",
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
         "additionalProperties": False,
     }
 
@@ -294,6 +326,7 @@ def answer_request(
     evidence = evidence_sentences(items) if quote else []
     compute = computes(question, gen)
     options = choices(question, items, gen)
+    value_first = gen.reply_order == "value_first"
     system, user = build_messages(
         question,
         items,
@@ -304,6 +337,7 @@ def answer_request(
         stage.blank_rule,
         compute,
         options,
+        value_first,
     )
     attached = figure_images(items, gen.img_k, images)
     if attached:
@@ -313,7 +347,7 @@ def answer_request(
         temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute, options),
+        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute, options, value_first),
         reply_logprobs=gen.reply_confidence,
     )
 

@@ -189,10 +189,17 @@ class GenerationPart:
     # an extreme; a single value it returns replaces the reply's and cites the table. The
     # query sees that table alone (no files, no extensions, 2 s, 50 rows). "off": the reply's.
     table_query: Literal["off", "sql"] = "off"
+    # The reply's field order (prompt.answer_schema): "explain_first" writes a quoting
+    # explanation (up to 120 characters) before the answer; "value_first" writes the value and
+    # its references first, then the answer words and a one-sentence explanation (up to 60):
+    # the reader sees the value sooner and the reply has fewer tokens (bench/reply_fields.py).
+    reply_order: Literal["explain_first", "value_first"] = "explain_first"
 
     def __post_init__(self) -> None:
         if self.table_query not in ("off", "sql"):
             raise ValueError(f"table_query {self.table_query!r} is not one of off, sql")
+        if self.reply_order not in ("explain_first", "value_first"):
+            raise ValueError(f"reply_order {self.reply_order!r} is not one of explain_first, value_first")
         if self.compute not in COMPUTES:
             raise ValueError(f"compute {self.compute!r} is not one of {', '.join(COMPUTES)}")
         if self.abstain not in ABSTAINS:
@@ -397,6 +404,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
             "abstain_margin",
             "choose",
             "table_query",
+            "reply_order",
         ),
         # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",
