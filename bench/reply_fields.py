@@ -69,7 +69,9 @@ def main() -> None:
             for name, n in tokens.items():
                 per_field[name].append(n)
         mean_total = statistics.mean(totals)
-        print(f"{lake}: {len(rows)} replies, {mean_total:.1f} tokens each ({mean_total / args.rate:.2f} s at {args.rate:g}/s)")
+        print(
+            f"{lake}: {len(rows)} replies, {mean_total:.1f} tokens each ({mean_total / args.rate:.2f} s at {args.rate:g}/s)"
+        )
         print(f"  {'field':<22}{'replies':>8}{'mean tok':>10}{'share':>8}{'seconds':>9}")
         for name, values in per_field.items():
             share = sum(values) / sum(totals)

@@ -76,6 +76,8 @@ def worker(lake: Path, questions_csvs: list[Path], n: int, config: Path | None) 
                     "retrieving_at_s": round(marks.get("retrieving", 0.0), 2),
                     "answering_at_s": round(marks.get("answering", 0.0), 2),
                     "prompt_tokens": pred.prompt_tokens,
+                    # of them evaluated (None: code from before the time split was stored)
+                    "prompt_tokens_evaluated": getattr(pred, "prompt_tokens_evaluated", None),
                     "completion_tokens": pred.completion_tokens,
                     "llm_calls": pred.llm_calls,
                     "attempts": pred.attempts,
@@ -149,6 +151,11 @@ def run_setting(name: str, lake: Path, args: argparse.Namespace, env: dict[str, 
         **spread("s", [r["seconds"] for r in rows]),
         **spread("first_text_s", [r["first_text_s"] for r in rows]),
         "mean_prompt_tokens": round(statistics.mean(r["prompt_tokens"] for r in rows)),
+        "mean_prompt_tokens_evaluated": (
+            round(statistics.mean(r["prompt_tokens_evaluated"] for r in rows))
+            if all(r.get("prompt_tokens_evaluated") is not None for r in rows)
+            else None
+        ),
         "mean_completion_tokens": round(statistics.mean(r["completion_tokens"] for r in rows)),
         "wall_s": round(time.perf_counter() - started, 1),
         "load_average_start": [round(x, 2) for x in load_at_start],

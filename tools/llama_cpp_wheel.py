@@ -35,8 +35,12 @@ KEPT_VARIANTS = (
     "x64",  # any x86-64 (the fallback: pre-2013 CPUs, unusual emulators)
     "haswell",  # AVX2+FMA: Intel 2013-2020 desktops/laptops, AMD Zen 1-3
     "skylakex",  # AVX-512: Skylake-SP / Cascade Lake servers (most cloud VMs of their time)
-    "icelake",  # AVX-512 VBMI+VNNI: Ice Lake / Sapphire Rapids servers, AMD Zen 4-5
+    "icelake",  # AVX-512 VBMI+VNNI: Ice Lake servers, AMD Zen 4-5
     "alderlake",  # AVX-VNNI without AVX-512: Intel 12th gen and later desktops/laptops
+    # AVX-512 BF16 + AMX tiles: Sapphire / Emerald / Granite Rapids Xeons, most current cloud
+    # servers. llama.cpp multiplies Q4_K/Q6_K weights on AMX during prefill (issue 44);
+    # picked only where the CPU has AMX (its score needs amx_int8), so no other CPU changes.
+    "sapphirerapids",
 )
 CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF",

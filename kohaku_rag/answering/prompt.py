@@ -33,6 +33,22 @@ from kohaku_rag.retrieval.context import ContextItem
 # the answer prompt's context, continues from the answer's KV state (verdict.py). When to
 # abstain is the task's `blank_rule`; the reply schema makes the reply JSON.
 SYSTEM = "You answer questions using only the context passages. Each passage starts with its [ref_id=...]."
+EXPLAIN_RULE = "explanation: a few words quoting the fact from the context."
+SHORT_EXPLAIN_RULE = "explanation: one short sentence naming the fact in the context."
+WORDS_RULE = "answer: the answer in a few words."
+REF_RULE = "ref_id: the ref_id of each passage you used."
+
+
+def system_prompt(gen: GenerationPart) -> str:
+    """The answering prompt's system message, which the verdict and the support check repeat
+    (they continue from the answer's KV state). With `rules_in_system`, the field rules that
+    no question changes join it, so every answering prompt opens with the same tokens."""
+    if not gen.rules_in_system:
+        return SYSTEM
+    explain = SHORT_EXPLAIN_RULE if gen.reply_order == "value_first" else EXPLAIN_RULE
+    return "\n".join([SYSTEM, "Reply with the JSON asked for. Its fields:", explain, WORDS_RULE, REF_RULE])
+
+
 MEDIA = ("image", "table", "page")
 OPERAND_NAMES = ("a", "b", "c", "d", "e")  # compute.py's operands
 
@@ -103,12 +119,14 @@ def build_messages(
     compute: bool = False,
     options: Sequence[str] = (),
     value_first: bool = False,
+    system: str = SYSTEM,
 ) -> tuple[Message, ...]:
     """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
     line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's);
     `compute` asks for operands and an expression (compute.py); `options` are the candidate
     values answer_value chooses from (choose.py); `value_first` lists the fields in the
-    value-first order (answer_schema)."""
+    value-first order (answer_schema); a `system` that states the fixed field rules
+    (system_prompt) leaves them out of the task after the context."""
     unit = question.answer_unit.strip()
     if unit_is_given(unit):
         unit_line = f"Answer unit: {unit}"
@@ -130,23 +148,12 @@ def build_messages(
         evidence_rule = ["evidence: copy the context sentence that shows whether the statement is true or false."]
     else:
         evidence_rule = ["evidence: copy the context sentence that answers the question."]
-    ref_rule = "ref_id: the ref_id of each passage you used."
     if value_first:
-        fields = [
-            *([COMPUTE_RULE] if compute else []),
-            value_rule,
-            ref_rule,
-            "answer: the answer in a few words.",
-            "explanation: one short sentence naming the fact in the context.",
-        ]
+        fields = [*([COMPUTE_RULE] if compute else []), value_rule, REF_RULE, WORDS_RULE, SHORT_EXPLAIN_RULE]
     else:
-        fields = [
-            "explanation: a few words quoting the fact from the context.",
-            *([COMPUTE_RULE] if compute else []),
-            "answer: the answer in a few words.",
-            value_rule,
-            ref_rule,
-        ]
+        fields = [EXPLAIN_RULE, *([COMPUTE_RULE] if compute else []), WORDS_RULE, value_rule, REF_RULE]
+    if system != SYSTEM:  # the fixed rules are in the system prompt
+        fields = [f for f in fields if f not in (EXPLAIN_RULE, SHORT_EXPLAIN_RULE, WORDS_RULE, REF_RULE)]
     task = "\n".join(
         [
             f"Question: {question.question}",
@@ -163,7 +170,7 @@ def build_messages(
         task = "Sentences in **bold** share the most words with the question.\n" + task
     context = format_context(items, titles)
     user = f"{context}\n\n{task}" if reordered else f"{task}\n\n{context}"
-    return (Message("system", SYSTEM), Message("user", user))
+    return (Message("system", system), Message("user", user))
 
 
 def answer_schema(
@@ -338,6 +345,7 @@ def answer_request(
         compute,
         options,
         value_first,
+        system_prompt(gen),
     )
     attached = figure_images(items, gen.img_k, images)
     if attached:

@@ -194,6 +194,11 @@ class GenerationPart:
     # its references first, then the answer words and a one-sentence explanation (up to 60):
     # the reader sees the value sooner and the reply has fewer tokens (bench/reply_fields.py).
     reply_order: Literal["explain_first", "value_first"] = "explain_first"
+    # The reply's field rules that no question changes (explanation, answer, ref_id) in the
+    # system prompt instead of after the context: every answering prompt then opens with the
+    # same ~100 tokens, evaluated once per machine (llm/prefix_states.py) instead of once per
+    # question. The question, its unit and value rule still follow the context.
+    rules_in_system: bool = False
 
     def __post_init__(self) -> None:
         if self.table_query not in ("off", "sql"):
@@ -405,6 +410,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
             "choose",
             "table_query",
             "reply_order",
+            "rules_in_system",
         ),
         # Added with a new default: before it, every document a reply listed was cited.
         "cite": "reply",

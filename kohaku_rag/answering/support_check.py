@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kohaku_rag.answering.prompt import SYSTEM, format_context
+from kohaku_rag.answering.prompt import format_context, system_prompt
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.evaluation.normalise import is_blank_value
 from kohaku_rag.evaluation.records import Answer, Question
@@ -45,7 +45,7 @@ def support_request(
         f"Proposed answer: {proposed_answer(answer)}\n"
         "Does the context state this answer to this question? Reply with one word: Yes or No."
     )
-    return one_word_request(SYSTEM, user, reuse_prefix=True)
+    return one_word_request(system_prompt(gen), user, reuse_prefix=True)
 
 
 def support_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from kohaku_rag.answering.prompt import SYSTEM, TRUE_FALSE_PREFIX, format_context
+from kohaku_rag.answering.prompt import TRUE_FALSE_PREFIX, format_context, system_prompt
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm import ChatRequest
@@ -31,7 +31,7 @@ def verdict_request(question: Question, items: Sequence[ContextItem], gen: Gener
         f"{format_context(items, gen.snippet_titles)}\n\nStatement: {statement_of(question)}\n"
         "According to the context, is the statement true or false? Reply with one word: True or False."
     )
-    return one_word_request(SYSTEM, user, reuse_prefix=True)
+    return one_word_request(system_prompt(gen), user, reuse_prefix=True)
 
 
 def verdict_logodds(top_logprobs: Sequence[tuple[str, float]]) -> float | None:

@@ -66,3 +66,31 @@ def test_a_value_first_config_answers_through_the_pipeline(env, capsys):
     (prompt, *_) = [d["prompt"] for d in pq.read_table(path).to_pylist() if d["kind"] == "answer"]
     task = prompt.split("Fill in the JSON:")[1]
     assert task.index("answer_value:") < task.index("explanation:")
+
+
+def test_rules_in_system_open_every_answering_prompt_with_the_same_tokens() -> None:
+    """rules_in_system (issue 44): the fixed field rules move to the system prompt, so two
+    questions' prompts share ~100 more leading tokens (evaluated once, prefix_states.py); the
+    verdict and support prompts open the same way (they continue from the answer's KV)."""
+    from kohaku_rag.answering.prompt import answer_request
+    from kohaku_rag.answering.support_check import support_request
+    from kohaku_rag.answering.verdict import verdict_request
+    from kohaku_rag.evaluation.records import Answer
+
+    other = Question(id="q2", question="True or False: the model drinks water.", answer_unit="is_blank")
+    item2 = ContextItem(
+        doc_id="gpu", node_id="gpu:sec0:p0", kind="paragraph", page=2, text="GPUs use power.", score=1.0
+    )
+    for gen in (GenerationPart(), GenerationPart(rules_in_system=True)):
+        a = answer_request(QUESTION, [ITEM], gen, 0).messages
+        b = answer_request(other, [item2], gen, 0).messages
+        assert a[0] == b[0]  # one system prompt for every question
+        assert verdict_request(other, [item2], gen).messages[0] == b[0]
+        answer = Answer("0.18 L/kWh", "0.18", "L/kWh", ("water",))
+        assert support_request(QUESTION, [ITEM], answer, gen).messages[0] == a[0]
+        task = a[1].content.split("Fill in the JSON:")[1]
+        assert ("explanation:" in a[0].content) == gen.rules_in_system
+        assert ("explanation:" in task) != gen.rules_in_system
+        assert "answer_value: only the number in L/kWh" in task  # the question's own rule stays
+    assert GenerationPart(rules_in_system=True) != GenerationPart()
+    assert QAConfig().generation_hash == QAConfig(generation=GenerationPart(rules_in_system=False)).generation_hash

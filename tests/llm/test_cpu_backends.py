@@ -31,7 +31,9 @@ def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() ->
     flags = Path("/proc/cpuinfo").read_text().split()
     if "avx512f" in flags:  # this machine: an AVX-512 variant, not the AVX2 one
         assert backend.variant not in ("x64", "sse42", "sandybridge", "ivybridge", "haswell", "piledriver")
-    if {"avx512f", "avx512vbmi", "avx512_vnni"} <= set(flags):  # Ice Lake, Sapphire Rapids, Zen 4-5
+    if {"amx_tile", "amx_int8", "avx512_bf16"} <= set(flags):  # Sapphire / Emerald / Granite Rapids
+        assert backend.variant == "sapphirerapids"
+    elif {"avx512f", "avx512vbmi", "avx512_vnni"} <= set(flags):  # Ice Lake, Zen 4-5
         assert backend.variant == "icelake"
 
 
