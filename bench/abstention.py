@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sweep_tables import load_member, set_ids, table, totals  # noqa: E402
 
-from kohaku_rag.evaluation.normalise import is_blank_value  # noqa: E402
-from kohaku_rag.evaluation.records import Answer, Question  # noqa: E402
+from kohaku_rag.answers.normalise import is_blank_value  # noqa: E402
+from kohaku_rag.answers.records import Answer, Question  # noqa: E402
 from kohaku_rag.evaluation.run_stats import bootstrap_mean, paired_bootstrap  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 

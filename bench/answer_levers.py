@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kohaku_rag.evaluation.records import FLAG_COLUMNS  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import WATTBOT_COLUMNS  # noqa: E402
+from kohaku_rag.answers.question_files import WATTBOT_COLUMNS  # noqa: E402
+from kohaku_rag.answers.records import FLAG_COLUMNS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent

@@ -38,8 +38,8 @@ from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPa
 from kohaku_rag.answering.question_types import detect_type, search_config, type_counts  # noqa: E402
 from kohaku_rag.answering.stages import stage_for  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
-from kohaku_rag.evaluation.records import Answer, Question  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
+from kohaku_rag.answers.records import Answer, Question  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat, ChatModel  # noqa: E402

@@ -42,8 +42,8 @@ from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
-from kohaku_rag.evaluation.records import Answer  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
+from kohaku_rag.answers.records import Answer  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
 from kohaku_rag.indexing.search_aids import assemble_search_aids, search_aids_behind  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402

@@ -27,8 +27,8 @@ from index_wattbot import flat_baseline  # noqa: E402
 from retrieval_eval import doc_ranking, evidence_found, load_gold  # noqa: E402
 
 from kohaku_rag.answering.planner import plan_queries  # noqa: E402
-from kohaku_rag.evaluation.records import Question  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
+from kohaku_rag.answers.records import Question  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402

@@ -36,10 +36,10 @@ from index_wattbot import flat_baseline  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, is_true_false, plan_for  # noqa: E402
 from kohaku_rag.answering.qa_config import QUOTE_EVIDENCE, TRUE_FALSE_VERDICTS, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
-from kohaku_rag.evaluation.records import Answer  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
+from kohaku_rag.answers.records import Answer  # noqa: E402
+from kohaku_rag.answers.vote import vote  # noqa: E402
 from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
-from kohaku_rag.evaluation.vote import vote  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.evaluation.score import score_predictions
 from kohaku_rag.retrieval.context import ContextItem, pack
 

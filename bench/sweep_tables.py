@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kohaku_rag.answering import store as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
+from kohaku_rag.answers.records import Answer, Question  # noqa: E402
 from kohaku_rag.evaluation.metrics import MetricReport, score_with  # noqa: E402
-from kohaku_rag.evaluation.records import Answer, Question  # noqa: E402
 from kohaku_rag.evaluation.run_stats import bootstrap_mean, paired_bootstrap  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sweep_tables import METRICS, Stored, member_row, set_ids, table  # noqa: E402
 
 from kohaku_rag.answering.prediction import Prediction, prediction_from_row  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.evaluation.metrics import score_with  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

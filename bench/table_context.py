@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kohaku_assets.resources import KohakuSettings  # noqa: E402
-from kohaku_rag.evaluation.wattbot_csv import load_questions  # noqa: E402
+from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
 from kohaku_rag.retrieval.retriever import open_retriever  # noqa: E402
 

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def worker(lake: Path, questions_csvs: list[Path], n: int, config: Path | None) -> None:
     """One setting: ask the questions in this process and print one JSON line per question."""
     import kohaku_rag as kr  # from the PYTHONPATH the parent chose: this or the baseline checkout
-    from kohaku_rag.evaluation.wattbot_csv import load_questions
+    from kohaku_rag.answers.question_files import load_questions
     from kohaku_rag.llm.reply_stream import streaming_reply
 
     questions = [q for path in questions_csvs for q in load_questions(path)]
@@ -181,9 +181,9 @@ def question_files(args: argparse.Namespace) -> list[Path]:
 
 def question_scores(files: list[Path], rows: list[dict]) -> dict[str, float]:
     """Each asked question's WattBot score (the gold of the question files)."""
-    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.answers.question_files import load_questions
+    from kohaku_rag.answers.records import Answer
     from kohaku_rag.evaluation.score import score_predictions
-    from kohaku_rag.evaluation.wattbot_csv import load_questions
 
     asked = {r["id"] for r in rows}
     gold = [q for path in files for q in load_questions(path) if q.id in asked]

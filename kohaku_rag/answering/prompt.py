@@ -21,9 +21,9 @@ from typing import Any
 from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
-from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute, several_values_rule
-from kohaku_rag.evaluation.normalise import is_blank_value
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.answer_forms import asks_for_several, asks_to_compute, several_values_rule
+from kohaku_rag.answers.normalise import is_blank_value
+from kohaku_rag.answers.records import Question
 from kohaku_rag.llm import ChatRequest, Message
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.context import ContextItem

@@ -15,19 +15,30 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from kohaku_rag.answering.planner import PLAN_FORMAT
+from kohaku_rag.answers.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.config_files import (
     ConfigKeyError,
     Range,
     stable_hash,
 )
-from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, METRICS, Metric
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.http_retry import redact_urls
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+
+# The metrics a config may score with (`[scoring] metric`); the scorers are evaluation/metrics.py.
+Metric = Literal["wattbot2025", "wattbot2026"]
+METRICS: tuple[str, ...] = get_args(Metric)
+DEFAULT_METRIC: Metric = "wattbot2025"
+
+
+def check_metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}")
+    return name  # type: ignore[return-value]
+
 
 QUOTE_EVIDENCE = ("off", "true_false", "all")
 TRUE_FALSE_VERDICTS = ("probability", "reply")

@@ -124,7 +124,6 @@ def test_first_token_logprobs_are_cached_and_old_caches_are_upgraded(tmp_path: P
         assert len(srv.attempts("verdict")) == 1 and len(srv.attempts("old")) == 0
 
 
-
 class EchoChat:
     """An instant inner model (the cache under test is the subject, not the model): each
     thread's next cache read or write follows at once, so unserialized use collides."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 
 _SEVERAL = re.compile(
     r"\brespectively\b"

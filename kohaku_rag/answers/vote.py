@@ -25,7 +25,7 @@ Where this module goes beyond KohakuRAG, which compares answer strings exactly:
   for unit MW) is converted to that unit first, so it groups with "1.5";
 * numbers within ±0.1 % of a group's first member (the scoring tolerance), ranges whose
   endpoints are, equal categories under `canon_text`, lists with the same members in any
-  order (WattBot 2026's `(a,b)`, `wattbot2026.same_list`), and all blanks each form one group;
+  order (WattBot 2026's `(a,b)`, `values.same_list`), and all blanks each form one group;
   ref sets are compared as sets of lower-cased ids (order and spelling of the list
   ignored);
 * the group's representative value is its most frequent exact value; among equally
@@ -55,16 +55,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, get_args
 
-from kohaku_rag.evaluation.normalise import (
-    ParsedValue,
-    canon_text,
-    in_unit,
-    is_blank_value,
-    parse_ref_ids,
-    parse_value,
-)
-from kohaku_rag.evaluation.records import Answer
-from kohaku_rag.evaluation.wattbot2026 import same_list
+from kohaku_rag.answers.normalise import ParsedValue, canon_text, in_unit, is_blank_value, parse_ref_ids, parse_value
+from kohaku_rag.answers.records import Answer
+from kohaku_rag.answers.values import same_list
 
 VoteMode = Literal[
     "independent", "answer_priority", "ref_priority", "union", "intersection", "majority", "first_non_blank"

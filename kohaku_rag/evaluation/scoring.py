@@ -7,9 +7,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, MetricReport, score_with
-from kohaku_rag.evaluation.normalise import parse_value
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answering.qa_config import DEFAULT_METRIC
+from kohaku_rag.answers.normalise import parse_value
+from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.evaluation.metrics import MetricReport, score_with
 
 
 def gold_kind(question: Question) -> str:

@@ -23,12 +23,13 @@ from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
-from kohaku_rag.answering.scoring import per_type_accuracy
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import FLAG_COLUMNS, Answer
 from kohaku_rag.errors import MissingPredictions
 from kohaku_rag.evaluation.metrics import ScoredRow, summarise
-from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer
 from kohaku_rag.evaluation.run_stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
-from kohaku_rag.evaluation.wattbot_csv import load_questions, load_ref_urls
+from kohaku_rag.evaluation.scoring import per_type_accuracy
+from kohaku_rag.evaluation.submissions import load_ref_urls
 from kohaku_rag.lake import Lake, is_stored
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Literal
 
-from kohaku_rag.evaluation.records import BLANK, Answer
+from kohaku_rag.answers.records import BLANK, Answer
 
 ValueKind = Literal["blank", "boolean", "number", "range", "text"]
 
