@@ -99,7 +99,7 @@ def index_requests(
 
 
 # Run keys looked up per query: one query per key cost 2 ms each (204 s of a 100k-document
-# tick, bench/scale.py partitions); a bounded batch stays under SQLite's variable limit.
+# tick, bench/indexing/scale.py partitions); a bounded batch stays under SQLite's variable limit.
 RUN_KEY_BATCH = 500
 
 

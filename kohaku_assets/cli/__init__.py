@@ -88,7 +88,7 @@ def download_bar(enabled: bool) -> Iterator[None]:
 
 
 def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
-    # A QA config file's retrieval part (e.g. bench/methods/hero.toml), else the defaults.
+    # A QA config file's retrieval part (e.g. bench/retrieval/methods/hero.toml), else the defaults.
     cfg = load_qa_config(Path(args.config)).retrieval.search if getattr(args, "config", None) else RetrievalConfig()
     if args.k is not None:
         cfg = replace(cfg, top_k_final=args.k)

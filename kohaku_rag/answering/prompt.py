@@ -169,7 +169,7 @@ def answer_schema(
     )
     # A free string, not a number pattern, for questions with a unit: constrained to a number
     # or a "[low,high]" pattern, the bundled model wrote ranges as "80" or "300,1000"
-    # (bench/answer_settings.py, 2026-11-24: WattBot train 0.646 -> 0.609).
+    # (bench/answering/answer_settings.py, 2026-11-24: WattBot train 0.646 -> 0.609).
     value: dict[str, Any] = (
         {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
     )

@@ -79,7 +79,7 @@ class RetrievalPart:
     # Off by default since 2026-11-26: its call is ~2.3 s of a 14 s answer on 2 cores; on
     # WattBot train the bundled 1.5B model's queries (weighted 0.25) found no more evidence than
     # the question alone, and train + dev answers score no lower without it
-    # (bench/time_to_answer.py, docs/explanation/time-to-answer.md).
+    # (bench/answering/time_to_answer.py, docs/explanation/time-to-answer.md).
     use_planner: bool = False
     planner_max_queries: Annotated[int, Range(1, 20)] = 3
     # Issue 25: the planner writes one query per model, paper or source a question compares
@@ -175,7 +175,7 @@ class GenerationPart:
     # evidence sentence, else the first listed. WattBot's gold names one document for 37 of
     # its 39 answerable train questions, and the bundled 1.5B model often lists 2-3 where one
     # states the answer (1 run on train: reference score 0.776 -> 0.866, final 0.632 ->
-    # 0.646; bench/answer_settings.py).
+    # 0.646; bench/answering/answer_settings.py).
     cite: Literal["reply", "source"] = "source"
     # Computed answers (compute.py): for a question with a unit, "expression" has the reply
     # quote its operands (value, unit, ref_id) and write the arithmetic over them; every
