@@ -28,10 +28,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.answering.sweep_tables import load_member, set_ids, table, totals  # noqa: E402
+from bench.answering.sweep_tables import load_member, set_ids, totals  # noqa: E402
+from bench.paired_tables import diff_cell, mean_cell, table  # noqa: E402
 from kohaku_rag.answers.normalise import is_blank_value  # noqa: E402
 from kohaku_rag.answers.records import Answer, Question  # noqa: E402
-from kohaku_rag.evaluation.run_stats import bootstrap_mean, paired_bootstrap  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,12 +124,11 @@ def main() -> None:
         base = scores[0]
         rows = []
         for count, row in zip(counts, scores, strict=True):
-            diff = paired_bootstrap(list(row), list(base))
             rows.append(
                 {
                     **count,
                     "final": f"{row.mean():.3f}",
-                    "vs none": f"{diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
+                    "vs none": diff_cell(row, base),
                 }
             )
         # Print the margins up to the best one and a few beyond (the rest only blank more).
@@ -141,12 +140,8 @@ def main() -> None:
         print(f"\n{metric}, leave-one-out margin against no abstention:")
         for name, ids in set_ids(args.wattbot, args.sets.split(",")).items():
             cols = sorted(index[q] for q in ids if q in index)  # question order: the same resamples every run
-            d = paired_bootstrap(list(held_out[cols]), list(base[cols]))
-            held = bootstrap_mean(list(held_out[cols]))
-            mean, low, high = held.diff, held.low, held.high
-            print(
-                f"  {name:<6} n={len(cols):>3}  final {mean:.3f} [{low:.3f}, {high:.3f}]  vs none {d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
-            )
+            vs_none = diff_cell(held_out[cols], base[cols])
+            print(f"  {name:<6} n={len(cols):>3}  final {mean_cell(held_out[cols])}  vs none {vs_none}")
 
 
 if __name__ == "__main__":

@@ -26,13 +26,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.paired_tables import diff_cell, mean_cell, table  # noqa: E402
 from kohaku_rag.answering import store as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer, Question  # noqa: E402
 from kohaku_rag.evaluation.metrics import MetricReport, score_with  # noqa: E402
-from kohaku_rag.evaluation.run_stats import bootstrap_mean, paired_bootstrap  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 
@@ -85,16 +85,13 @@ def member_row(member: Stored, base: Stored, ids: set[str], metric: str) -> dict
     report = score_with(metric, qs, {q: p.answer for q, p in member.preds.items()})
     mine = in_order(report, qs)
     theirs = totals(metric, qs, {q: p.answer for q, p in base.preds.items()})
-    mean = bootstrap_mean(mine)
-    final, low, high = mean.diff, mean.low, mean.high
-    diff = paired_bootstrap(mine, theirs)
     seconds = [member.preds[q.id].seconds for q in qs if q.id in member.preds]
     same = sum(member.preds[q.id].answer == base.preds[q.id].answer for q in qs)
     return {
         "member": short(member.name),
         "n": len(qs),
-        "final": f"{final:.3f} [{low:.3f}, {high:.3f}]",
-        "diff": "—" if member is base else f"{diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]",
+        "final": mean_cell(mine),
+        "diff": "—" if member is base else diff_cell(mine, theirs),
         "value": f"{report.value:.3f}",
         "ref": f"{report.ref:.3f}",
         "false ans": f"{report.false_answers}/{report.unanswerable}",
@@ -114,14 +111,6 @@ def flag_rows(members: Sequence[Stored]) -> list[dict[str, object]]:
             row[flag] = f"{rate.wrong}/{rate.n}"
         rows.append(row)
     return rows
-
-
-def table(rows: Sequence[Mapping[str, object]]) -> str:
-    """A Markdown table (it reads as plain text too)."""
-    cols = list(dict.fromkeys(k for r in rows for k in r))
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
-    return "\n".join(lines)
 
 
 def main() -> None:

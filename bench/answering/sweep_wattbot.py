@@ -34,10 +34,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from bench.paired_tables import diff_cell  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_config_file import config_to_mapping, dump_toml  # noqa: E402
 from kohaku_rag.evaluation.leaderboard import leaderboard_rows, question_scores  # noqa: E402
-from kohaku_rag.evaluation.run_stats import paired_bootstrap  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 
@@ -185,11 +185,8 @@ def print_vs_baseline(args: argparse.Namespace, name: str) -> None:
             continue
         mine = question_scores(lake, rows[m.name]["score_key"])
         shared = sorted(set(mine) & set(ref))
-        cmp = paired_bootstrap([mine[q] for q in shared], [ref[q] for q in shared])
-        mark = " (significant)" if cmp.significant else ""
-        print(
-            f"  {m.name}: {rows[m.name]['final']:.3f}, vs baseline {cmp.diff:+.3f} [{cmp.low:+.3f}, {cmp.high:+.3f}]{mark}"
-        )
+        vs_baseline = diff_cell([mine[q] for q in shared], [ref[q] for q in shared], " (significant)")
+        print(f"  {m.name}: {rows[m.name]['final']:.3f}, vs baseline {vs_baseline}")
 
 
 if __name__ == "__main__":

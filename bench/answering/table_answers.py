@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.answering.sweep_tables import METRICS, Stored, member_row, set_ids, table  # noqa: E402
+from bench.answering.sweep_tables import METRICS, Stored, member_row, set_ids  # noqa: E402
+from bench.paired_tables import table  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction, prediction_from_row  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.evaluation.metrics import score_with  # noqa: E402

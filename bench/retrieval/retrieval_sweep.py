@@ -6,7 +6,7 @@ alone is searched (no planner: the planner needs the LLM), and per question: the
 document's reciprocal rank (questions with a gold document) and whether the gold quote is in
 the context packed at 2,000 / 2,500 / 3,000 / 4,000 characters (questions whose gold has a
 quote; retrieval_eval.evidence_found). Each row is then compared with the default over the
-same questions (evaluation.run_stats.paired_bootstrap, 95%), on train, dev and both.
+same questions (bench/paired_tables.py over evaluation.run_stats.paired_bootstrap, 95%), on train, dev and both.
 `--split` rows search one query per entity the question names (the rule-based split,
 answering/entity_split.py) with a share of the context each; `multi` restricts a table to the
 questions whose gold cites two or more documents.
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.paired_tables import diff_cell  # noqa: E402
 from bench.retrieval.retrieval_eval import GoldQuestion, doc_ranking, evidence_found, load_gold  # noqa: E402
-from kohaku_rag.evaluation.run_stats import paired_bootstrap  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
 from kohaku_rag.lake import Lake  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
@@ -123,9 +123,7 @@ def table(runs: Sequence[Run], ids: set[str], title: str) -> list[str]:
         return [run.scores[i].rr for i in all_ids]
 
     def ci(a: list[float], b: list[float]) -> str:
-        c = paired_bootstrap(a, b)
-        star = " *" if c.significant else ""
-        return f"{c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}]{star}"
+        return diff_cell(a, b, " *")
 
     for run in runs:
         mean = lambda xs: sum(xs) / max(len(xs), 1)  # noqa: E731
@@ -206,10 +204,7 @@ def budget_table(base: Run, tables: Sequence[tuple[str, set[str]]]) -> list[str]
     for title, ids in tables:
         quoted = sorted(i for i in ids if base.scores[i].evidence is not None)
         at = {b: [base.scores[i].evidence[b] for i in quoted] for b in BUDGETS}  # type: ignore[index]
-        cells = []
-        for b in BUDGETS[:-1]:
-            c = paired_bootstrap(at[b], at[4000])
-            cells.append(f"{c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}]{' *' if c.significant else ''}")
+        cells = [diff_cell(at[b], at[4000], " *") for b in BUDGETS[:-1]]
         out.append(f"| {title} ({len(quoted)}) | " + " | ".join(cells) + " |")
     return out
 
