@@ -67,21 +67,6 @@ def room_edges(edges: set[tuple[str, str]]) -> dict[tuple[str, str], set[tuple[s
     return out
 
 
-def _circle(graph: dict[str, set[str]]) -> set[str] | None:
-    """The rooms of one import circle (a strongly connected set of two or more), or None."""
-    for start in sorted(graph):
-        reach, stack = set(), [start]
-        while stack:
-            for nxt in graph.get(stack.pop(), ()):
-                if nxt not in reach:
-                    reach.add(nxt)
-                    stack.append(nxt)
-        if start in reach:
-            back = {r for r in reach if start in _reach(graph, r)} | {start}
-            return back
-    return None
-
-
 def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
     reach, stack = set(), [start]
     while stack:
@@ -90,6 +75,15 @@ def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
                 reach.add(nxt)
                 stack.append(nxt)
     return reach
+
+
+def _circle(graph: dict[str, set[str]]) -> set[str] | None:
+    """The rooms of one import circle (a strongly connected set of two or more), or None."""
+    for start in sorted(graph):
+        reach = _reach(graph, start)
+        if start in reach:
+            return {r for r in reach if start in _reach(graph, r)} | {start}
+    return None
 
 
 def upward(edges: dict[tuple[str, str], set[tuple[str, str]]]) -> list[tuple[str, str]]:
