@@ -183,7 +183,7 @@ class GenerationPart:
     # expression evaluated by an AST whitelist; the result replaces the reply's value and the
     # answer cites every operand's document. "asked": the same, only for a question whose
     # wording asks for a computation (a ratio, factor, difference, percentage change, total
-    # or what-if: evaluation/answer_forms.py). "off": the reply's own number.
+    # or what-if: answers/answer_forms.py). "off": the reply's own number.
     compute: Literal["off", "expression", "asked"] = "off"
     # Abstention: "unfounded" turns an answer whose operands are not stated in the context
     # (compute = "expression") into a blank, after the deepest retry too; "unsupported" asks
