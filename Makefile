@@ -51,7 +51,7 @@ test: lint docs
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
-	$(BIN)/python bench/index_wattbot.py
+	$(BIN)/python bench/indexing/index_wattbot.py
 
 # PostgreSQL and Redis from Debian's packages, when missing (the cluster test and demo start
 # their own throwaway servers from them; the system services are not used).
@@ -62,7 +62,7 @@ cluster-servers:
 	fi
 
 # Headless Chromium and its driver from Debian's packages, when missing (the ask page's
-# browser test and bench/serve_smoke.py drive them through Selenium).
+# browser test and bench/serving/serve_smoke.py drive them through Selenium).
 browser:
 	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \

@@ -24,7 +24,7 @@ automation_sensor = AutomationConditionSensorDefinition(
     # named jobs: the tag lets the Runs page filter them (kohaku/trigger=automation).
     run_tags={"kohaku/trigger": "automation"},
     # Dagster's sensor loop runs every 5 s; evaluating these conditions takes ~0.1 s on a lake
-    # (bench/ui_smoke.py: click → searchable and click → leaderboard shortened by up to 25 s).
+    # (bench/serving/ui_smoke.py: click → searchable and click → leaderboard shortened by up to 25 s).
     minimum_interval_seconds=5,
     description="Evaluates the assets' automation conditions: re-assembles the indexes after document runs "
     "and refreshes the leaderboard after scores change (runs from the CLI, the sensors or a UI backfill).",

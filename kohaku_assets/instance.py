@@ -36,7 +36,7 @@ INSTANCE_YAML = _PRE_NUX_YAML + "nux:\n  enabled: false\n"
 _OLD_INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 # A run launched from the UI, a sensor, the automation sensor or a backfill waits in the run
 # queue until the daemon looks again: every 5 s by Dagster's default, ~1 s here (a lake's
-# queue is short, and looking costs a query). bench/ui_smoke.py times click → searchable.
+# queue is short, and looking costs a query). bench/serving/ui_smoke.py times click → searchable.
 QUEUE_YAML = "  dequeue_interval_seconds: 1\n"
 
 

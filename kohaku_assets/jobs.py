@@ -2,7 +2,7 @@
 
 Every step of a run executes in the run's own process (`in_process_executor`): one
 process per run, not one per step (six per document, each importing the code location:
-bench/ui_smoke.py timed a document materialized from the UI at 24-26 s before, 7-10 s after).
+bench/serving/ui_smoke.py timed a document materialized from the UI at 24-26 s before, 7-10 s after).
 A step that raises still fails only its run (its downstream steps are skipped), and each
 document and config is its own run, in its own process when the UI or a sensor launches it,
 so one broken document or config (even one that crashes its process) never fails another's.

@@ -219,7 +219,7 @@ def run_job(
 def _register(settings: KohakuSettings, partitions_name: str, keys: Sequence[str]) -> None:
     instance = instance_for(settings.lake.root)
     # One listing, not a query per key: at 100,000 documents that is 0.2 s instead of 270 s
-    # (bench/scale.py partitions).
+    # (bench/indexing/scale.py partitions).
     known = set(instance.get_dynamic_partitions(partitions_name))
     new = [k for k in keys if k not in known]
     if new:

@@ -42,8 +42,8 @@ from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemb
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config_file import dump_json, load_qa_config
 from kohaku_rag.answering.store import file_sha
+from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.config_files import stable_hash
-from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.experiments.sweep import expand, load_sweep, sweep_files, sweep_members, write_members
 from kohaku_rag.indexing import steps as ix
@@ -99,7 +99,7 @@ def index_requests(
 
 
 # Run keys looked up per query: one query per key cost 2 ms each (204 s of a 100k-document
-# tick, bench/scale.py partitions); a bounded batch stays under SQLite's variable limit.
+# tick, bench/indexing/scale.py partitions); a bounded batch stays under SQLite's variable limit.
 RUN_KEY_BATCH = 500
 
 

@@ -18,8 +18,8 @@ from kohaku_rag.answering.answer import Prediction, answer_question
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
+from kohaku_rag.answers.records import Question
 from kohaku_rag.errors import BackendError
-from kohaku_rag.evaluation.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig, resolve_index_config
 from kohaku_rag.indexing.pipeline import IndexSummary, Progress, index_corpus
 from kohaku_rag.lake import Lake

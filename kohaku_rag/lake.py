@@ -10,15 +10,13 @@ import hashlib
 import logging
 import os
 import re
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.atomic import atomic_path
 from kohaku_rag.stores.damage import damage_marker, recorded_damage
 from kohaku_rag.stores.manifest import MANIFEST_NAME, read_manifest
 
@@ -34,21 +32,6 @@ def check_key(key: str) -> str:
             "starting with a letter or digit"
         )
     return key
-
-
-@contextmanager
-def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path next to `target`; on success it replaces `target`."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.replace(tmp_path, target)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
 
 
 def write_bytes_atomic(target: Path, data: bytes) -> None:

@@ -36,12 +36,13 @@ from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
-from kohaku_rag.answering.leaderboard import ref_urls_for
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import CONFIG_VERSION
-from kohaku_rag.answering.scoring import per_type_accuracy, score_answers, worst_table
 from kohaku_rag.answering.time_split import time_split
-from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows, write_submission_csv
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.evaluation.leaderboard import ref_urls_for
+from kohaku_rag.evaluation.scoring import per_type_accuracy, score_answers, worst_table
+from kohaku_rag.evaluation.submissions import to_submission_rows, write_submission_csv
 from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.models import ModelPool

@@ -25,9 +25,9 @@ from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import spec_of
 from kohaku_rag.answering.cross_ensemble import gather, members_of, vote_spec
-from kohaku_rag.answering.scoring import per_type_accuracy, score_answers, worst_table
+from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.errors import MissingPredictions
-from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.evaluation.scoring import per_type_accuracy, score_answers, worst_table
 
 
 @asset(

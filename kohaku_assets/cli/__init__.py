@@ -27,9 +27,9 @@ from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, default_lake
 from kohaku_assets.runner import PROCESS_MODELS, run_index
 from kohaku_rag.answering.qa_config_file import load_qa_config
+from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.disk_full import disk_full_message, is_disk_full, nearly_full
 from kohaku_rag.errors import KohakuError
-from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.indexing.corpus import check_corpus_folder
 from kohaku_rag.progress import listening
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -88,7 +88,7 @@ def download_bar(enabled: bool) -> Iterator[None]:
 
 
 def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
-    # A QA config file's retrieval part (e.g. bench/methods/hero.toml), else the defaults.
+    # A QA config file's retrieval part (e.g. bench/retrieval/methods/hero.toml), else the defaults.
     cfg = load_qa_config(Path(args.config)).retrieval.search if getattr(args, "config", None) else RetrievalConfig()
     if args.k is not None:
         cfg = replace(cfg, top_k_final=args.k)

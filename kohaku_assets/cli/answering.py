@@ -28,14 +28,14 @@ from kohaku_rag.answering.config_folder import (
     question_set_path,
     spec_of,
 )
-from kohaku_rag.answering.leaderboard import ref_urls_for
-from kohaku_rag.answering.qa_config import QAConfig
-from kohaku_rag.answering.scoring import score_answers
+from kohaku_rag.answering.qa_config import METRICS, QAConfig
 from kohaku_rag.answering.time_split import time_split
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.api import Rag
-from kohaku_rag.evaluation.metrics import METRICS
-from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.wattbot_csv import load_questions, write_submission_csv
+from kohaku_rag.evaluation.leaderboard import ref_urls_for
+from kohaku_rag.evaluation.scoring import score_answers
+from kohaku_rag.evaluation.submissions import write_submission_csv
 from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.lake_lock import hold_lake
 

@@ -1,7 +1,7 @@
 """`kohaku score`: a submission file against a gold question file, with no lake and no LLM.
 
 The question file gives the gold answers (and, for a 2026 file, the evidence flags); the
-submission is read as written (`wattbot_csv.load_submission`). A question without a row in
+submission is read as written (`submissions.load_submission`). A question without a row in
 the submission is scored as an abstention and reported; a submission row for a question
 not in the gold file is reported and ignored.
 """
@@ -13,8 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, METRICS, score_with
-from kohaku_rag.evaluation.wattbot_csv import load_questions, load_submission
+from kohaku_rag.answering.qa_config import DEFAULT_METRIC, METRICS
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.evaluation.metrics import score_with
+from kohaku_rag.evaluation.submissions import load_submission
 
 
 def cmd_score(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ instance, every step in the run's process):
   in the orchestrating process: the indexes have one writer.
 
 `kohaku_assets.cluster.servers` starts local PostgreSQL, Redis and workers (tests, `make
-cluster-demo`, bench/scale.py).
+cluster-demo`, bench/indexing/scale.py).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Local PostgreSQL, Redis and Celery workers, started and stopped by whoever needs them
-(the cluster test, `make cluster-demo`, bench/scale.py): each runs on a free port of
+(the cluster test, `make cluster-demo`, bench/indexing/scale.py): each runs on a free port of
 127.0.0.1 from a temporary directory and is stopped, by its own process id, on exit.
 
 PostgreSQL refuses to run as root: as root, its commands run as the `postgres` user (which

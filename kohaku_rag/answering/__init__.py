@@ -1,2 +1,2 @@
 """Answering: the query planner, the prompt and reference-constrained reply, configs,
-the answers stored per config, cross-config ensembles and the leaderboard."""
+the answers stored per config and cross-config ensembles."""

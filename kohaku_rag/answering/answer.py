@@ -53,9 +53,9 @@ from kohaku_rag.answering.table_query import (
     with_query_value,
 )
 from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
+from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.answers.vote import vote
 from kohaku_rag.errors import BackendError, RetriesExhausted
-from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.vote import vote
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError
 from kohaku_rag.llm.base import UnusableReply
 from kohaku_rag.retrieval.context import ContextItem

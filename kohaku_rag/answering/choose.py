@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 
-from kohaku_rag.evaluation.normalise import format_number, unit_factor
+from kohaku_rag.answers.normalise import format_number, unit_factor
 from kohaku_rag.retrieval.context import ContextItem
 
 OTHER = "other"

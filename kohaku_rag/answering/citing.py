@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 from kohaku_rag.answering.entity_split import entity_queries
 from kohaku_rag.answering.prompt import enum_spelling
-from kohaku_rag.evaluation.answer_forms import asks_for_several
-from kohaku_rag.evaluation.normalise import is_blank_value, split_collection
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.answer_forms import asks_for_several
+from kohaku_rag.answers.normalise import is_blank_value, split_collection
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.retrieval.context import ContextItem
 
 

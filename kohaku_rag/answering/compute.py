@@ -32,8 +32,8 @@ from decimal import Decimal
 from typing import Any
 
 from kohaku_rag.answering.citing import states
-from kohaku_rag.evaluation.normalise import format_number, is_blank_value, normalise_answer, unit_factor
-from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.answers.normalise import format_number, is_blank_value, normalise_answer, unit_factor
+from kohaku_rag.answers.records import Answer
 from kohaku_rag.retrieval.context import ContextItem
 
 MAX_EXPRESSION = 80

@@ -13,9 +13,9 @@ from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.ensemble_spec import EnsembleSpec
 from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answers.records import Answer
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import MissingPredictions
-from kohaku_rag.evaluation.records import Answer
 from kohaku_rag.lake import Lake, is_stored, parquet_metadata
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from kohaku_rag.answers.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.config_files import ConfigKeyError, from_mapping, locate, read_config_data, stable_hash
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.lake import check_key
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kohaku_rag.answering.citing import states
-from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.answers.records import Answer
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.table_record import GROUP_SEP, cell_in_text
 

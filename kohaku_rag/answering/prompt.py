@@ -21,9 +21,9 @@ from typing import Any
 from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
-from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute, several_values_rule
-from kohaku_rag.evaluation.normalise import is_blank_value
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.answer_forms import asks_for_several, asks_to_compute, several_values_rule
+from kohaku_rag.answers.normalise import is_blank_value
+from kohaku_rag.answers.records import Question
 from kohaku_rag.llm import ChatRequest, Message
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.context import ContextItem
@@ -194,7 +194,7 @@ def answer_schema(
     )
     # A free string, not a number pattern, for questions with a unit: constrained to a number
     # or a "[low,high]" pattern, the bundled model wrote ranges as "80" or "300,1000"
-    # (bench/answer_settings.py, 2026-11-24: WattBot train 0.646 -> 0.609).
+    # (bench/answering/answer_settings.py, 2026-11-24: WattBot train 0.646 -> 0.609).
     value: dict[str, Any] = (
         {"type": "string", "enum": ["1", "0"]} if true_false else {"type": "string", "maxLength": 60}
     )

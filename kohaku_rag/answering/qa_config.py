@@ -15,19 +15,30 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from kohaku_rag.answering.planner import PLAN_FORMAT
+from kohaku_rag.answers.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.config_files import (
     ConfigKeyError,
     Range,
     stable_hash,
 )
-from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, METRICS, Metric
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.http_retry import redact_urls
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+
+# The metrics a config may score with (`[scoring] metric`); the scorers are evaluation/metrics.py.
+Metric = Literal["wattbot2025", "wattbot2026"]
+METRICS: tuple[str, ...] = get_args(Metric)
+DEFAULT_METRIC: Metric = "wattbot2025"
+
+
+def check_metric(name: str) -> Metric:
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}")
+    return name  # type: ignore[return-value]
+
 
 QUOTE_EVIDENCE = ("off", "true_false", "all")
 TRUE_FALSE_VERDICTS = ("probability", "reply")
@@ -68,7 +79,7 @@ class RetrievalPart:
     # Off by default since 2026-11-26: its call is ~2.3 s of a 14 s answer on 2 cores; on
     # WattBot train the bundled 1.5B model's queries (weighted 0.25) found no more evidence than
     # the question alone, and train + dev answers score no lower without it
-    # (bench/time_to_answer.py, docs/explanation/time-to-answer.md).
+    # (bench/answering/time_to_answer.py, docs/explanation/time-to-answer.md).
     use_planner: bool = False
     planner_max_queries: Annotated[int, Range(1, 20)] = 3
     # Issue 25: the planner writes one query per model, paper or source a question compares
@@ -164,7 +175,7 @@ class GenerationPart:
     # evidence sentence, else the first listed. WattBot's gold names one document for 37 of
     # its 39 answerable train questions, and the bundled 1.5B model often lists 2-3 where one
     # states the answer (1 run on train: reference score 0.776 -> 0.866, final 0.632 ->
-    # 0.646; bench/answer_settings.py).
+    # 0.646; bench/answering/answer_settings.py).
     cite: Literal["reply", "source"] = "source"
     # Computed answers (compute.py): for a question with a unit, "expression" has the reply
     # quote its operands (value, unit, ref_id) and write the arithmetic over them; every
@@ -172,7 +183,7 @@ class GenerationPart:
     # expression evaluated by an AST whitelist; the result replaces the reply's value and the
     # answer cites every operand's document. "asked": the same, only for a question whose
     # wording asks for a computation (a ratio, factor, difference, percentage change, total
-    # or what-if: evaluation/answer_forms.py). "off": the reply's own number.
+    # or what-if: answers/answer_forms.py). "off": the reply's own number.
     compute: Literal["off", "expression", "asked"] = "off"
     # Abstention: "unfounded" turns an answer whose operands are not stated in the context
     # (compute = "expression") into a blank, after the deepest retry too; "unsupported" asks
@@ -192,7 +203,7 @@ class GenerationPart:
     # The reply's field order (prompt.answer_schema): "explain_first" writes a quoting
     # explanation (up to 120 characters) before the answer; "value_first" writes the value and
     # its references first, then the answer words and a one-sentence explanation (up to 60):
-    # the reader sees the value sooner and the reply has fewer tokens (bench/reply_fields.py).
+    # the reader sees the value sooner and the reply has fewer tokens (bench/answering/reply_fields.py).
     reply_order: Literal["explain_first", "value_first"] = "explain_first"
     # The reply's field rules that no question changes (explanation, answer, ref_id) in the
     # system prompt instead of after the context: every answering prompt then opens with the

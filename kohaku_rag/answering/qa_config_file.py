@@ -23,8 +23,8 @@ from kohaku_rag.answering.qa_config import (
     VotingPart,
     default_questions,
 )
+from kohaku_rag.answers.question_files import question_file_problem
 from kohaku_rag.config_files import CONFIG_SUFFIXES, ConfigKeyError, from_mapping, locate, read_config_data
-from kohaku_rag.evaluation.wattbot_csv import question_file_problem
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from kohaku_rag.answering.qa_config import RetrievalPart
-from kohaku_rag.evaluation.normalise import is_blank_value
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.normalise import is_blank_value
+from kohaku_rag.answers.records import Question
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 
 __all__ = [

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.answering.choose import COMPUTED, OTHER
-from kohaku_rag.evaluation.answer_forms import range_from_pair
-from kohaku_rag.evaluation.normalise import expand_stated_magnitude, normalise_answer
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.answer_forms import range_from_pair
+from kohaku_rag.answers.normalise import expand_stated_magnitude, normalise_answer
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm import ChatResult
 from kohaku_rag.llm.base import extract_json, loads_json
 

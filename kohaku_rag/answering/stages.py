@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.question_types import route_for
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 
 __all__ = ["BLANK_RULE", "RELAXED_RULE", "SINGLE", "STRICT_RULE", "Stage", "stage_for"]
 

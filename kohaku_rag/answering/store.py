@@ -36,13 +36,12 @@ import pyarrow.parquet as pq
 
 from kohaku_rag.answering.answer import ImageLoader, Prediction, Searcher, answer_runs, plan_for, prediction_from_row
 from kohaku_rag.answering.diverse_rerank import answering_searcher
-from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answering.qa_config import DEFAULT_METRIC, QAConfig, check_metric
 from kohaku_rag.answering.question_types import search_config
+from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.answers.vote import vote
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import BackendError, KohakuError
-from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, check_metric
-from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.vote import vote
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
 from kohaku_rag.lake import Lake, is_stored, write_parquet_atomic

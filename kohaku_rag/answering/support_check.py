@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 from kohaku_rag.answering.prompt import format_context, system_prompt
 from kohaku_rag.answering.qa_config import GenerationPart
-from kohaku_rag.evaluation.normalise import is_blank_value
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.normalise import is_blank_value
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm import ChatRequest
 from kohaku_rag.llm.base import one_word_request, word_logodds
 from kohaku_rag.retrieval.context import ContextItem

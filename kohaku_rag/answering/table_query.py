@@ -25,8 +25,8 @@ from decimal import Decimal
 
 import duckdb
 
-from kohaku_rag.evaluation.normalise import format_number
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.normalise import format_number
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.table_record import GROUP_SEP

@@ -24,23 +24,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
+from kohaku_rag.answering.qa_config import check_metric
+from kohaku_rag.answers.normalise import is_blank_value, parse_ref_ids, resolve_ref_ids
+from kohaku_rag.answers.records import FLAG_COLUMNS, Answer, Question
 from kohaku_rag.evaluation import score as score2025
 from kohaku_rag.evaluation import wattbot2026
-from kohaku_rag.evaluation.normalise import is_blank_value, parse_ref_ids, resolve_ref_ids
-from kohaku_rag.evaluation.records import FLAG_COLUMNS, Answer, Question
 from kohaku_rag.evaluation.score import ERROR_TYPES, QuestionScore, check_gold
-
-Metric = Literal["wattbot2025", "wattbot2026"]
-METRICS: tuple[str, ...] = get_args(Metric)
-DEFAULT_METRIC: Metric = "wattbot2025"
-
-
-def check_metric(name: str) -> Metric:
-    if name not in METRICS:
-        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}")
-    return name  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

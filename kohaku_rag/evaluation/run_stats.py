@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kohaku_rag.evaluation.metrics import DEFAULT_METRIC, score_with
-from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.vote import vote
+from kohaku_rag.answering.qa_config import DEFAULT_METRIC
+from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.answers.vote import vote
+from kohaku_rag.evaluation.metrics import score_with
 
 __all__ = [
     "Comparison",

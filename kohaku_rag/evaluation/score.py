@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal, get_args
 
-from kohaku_rag.evaluation.normalise import (
+from kohaku_rag.answers.normalise import (
     ParsedValue,
     canon_text,
     is_blank_value,
@@ -50,7 +50,7 @@ from kohaku_rag.evaluation.normalise import (
     parse_value,
     resolve_ref_ids,
 )
-from kohaku_rag.evaluation.records import BLANK, Answer, Question
+from kohaku_rag.answers.records import BLANK, Answer, Question
 
 VALUE_WEIGHT = 0.75
 REF_WEIGHT = 0.15

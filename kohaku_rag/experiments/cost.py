@@ -26,8 +26,8 @@ import duckdb
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import QAConfig
+from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.config_files import stable_hash
-from kohaku_rag.evaluation.wattbot_csv import load_questions
 from kohaku_rag.http_retry import endpoint_id
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import LLMSpec

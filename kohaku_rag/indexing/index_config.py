@@ -64,7 +64,7 @@ class IndexConfig:
     # Tables kept as records (table_record.py): caption, column names, rows as sentence nodes
     # naming their columns, a box per PDF cell (the ask page marks the cited cell). Off by
     # default: with the bundled 1.5B model on WattBot train + dev (2026-11-27, one run,
-    # bench/table_answers.py) it scored 0.607 against 0.634 (paired -0.027 [-0.061, +0.007])
+    # bench/answering/table_answers.py) it scored 0.607 against 0.634 (paired -0.027 [-0.061, +0.007])
     # and Table questions 4 of 23 right against 6.
     table_records: bool = False
 

@@ -19,10 +19,10 @@ from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import check_corpus_folder, resolve_source, scan_corpus
 from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_line, remember
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
+from kohaku_rag.indexing.index_models import IndexModels
 from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.lake import Lake
 from kohaku_rag.lake_lock import hold_lake
-from kohaku_rag.models import ModelPool
 
 Progress = Callable[[str], None]
 
@@ -38,7 +38,7 @@ class IndexSummary:
 
 
 def index_document(
-    lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, models: ModelPool, *, follow_links: bool = False
+    lake: Lake, corpus: Path, doc_id: str, cfg: IndexConfig, models: IndexModels, *, follow_links: bool = False
 ) -> None:
     """source → tree → captions → leaf vectors → node vectors → index rows of one document."""
     source = resolve_source(corpus, lake.sources_dir, doc_id, cfg.download_policy, follow_links=follow_links)
@@ -60,7 +60,7 @@ def index_corpus(
     lake: Lake,
     cfg: IndexConfig | None = None,
     *,
-    models: ModelPool | None = None,
+    models: IndexModels | None = None,
     progress: Progress = lambda _m: None,
     retry_failed: bool = False,
     follow_links: bool = False,
@@ -70,11 +70,11 @@ def index_corpus(
     reason and not tried again until it changes (or `retry_failed`); the rest index."""
     check_corpus_folder(corpus)  # before the lake (and its lock file) is created
     with hold_lake(lake.root, "kohaku_rag.index", say=progress):
-        return _index_corpus(corpus, lake, cfg, models or ModelPool(), progress, retry_failed, follow_links)
+        return _index_corpus(corpus, lake, cfg, models or IndexModels(), progress, retry_failed, follow_links)
 
 
 def _assemble(
-    lake: Lake, corpus: Path, keep: list[str], cfg: IndexConfig, models: ModelPool, progress: Progress
+    lake: Lake, corpus: Path, keep: list[str], cfg: IndexConfig, models: IndexModels, progress: Progress
 ) -> None:
     # Not "if something was built": an earlier run may have died mid-assembly.
     lag = assembly.indexes_behind(lake, keep, corpus)
@@ -95,7 +95,7 @@ def _index_corpus(
     corpus: Path,
     lake: Lake,
     cfg: IndexConfig | None,
-    models: ModelPool,
+    models: IndexModels,
     progress: Progress,
     retry_failed: bool,
     follow_links: bool,

@@ -21,7 +21,7 @@ CONTENTS = ("all", "text")
 PACKS = ("paragraphs", "windows")
 RERANKS = ("combined", "combined_max", "frequency", "score", "score_sum", "none")
 # The alpha of each combined rerank when `alpha` is not given: KohakuRAG's 0.4 for its
-# formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/qa_context.py).
+# formula; 0.25 for ours (measured with the planner's weighted rewrites, bench/retrieval/qa_context.py).
 DEFAULT_ALPHA = {"combined": 0.4, "combined_max": 0.25}
 # sqlite-vec refuses a larger k (stores.vectors.MAX_K); BM25 and the cuts are bounded alike.
 MAX_HITS = 4096
@@ -53,14 +53,14 @@ class RetrievalConfig:
     alpha: Annotated[float, Range(0.0, 1.0)] | None = None  # None: DEFAULT_ALPHA of the rerank
     # Weight of every query after the first (the planner's rewrites) against the question
     # itself, in score and frequency. Measured on WattBot train at the answering budget
-    # (bench/qa_context.py): the bundled 1.5B planner's rewrites at full weight cut evidence
+    # (bench/retrieval/qa_context.py): the bundled 1.5B planner's rewrites at full weight cut evidence
     # recall from 0.84 to 0.77; at 0.25 (with alpha 0.25) they add recall without displacing
     # the question's own hits. KohakuRAG weighs every query alike (1.0).
     planned_query_weight: Annotated[float, Range(0.0, 1.0)] = 0.25
     # How BM25 joins dense retrieval: "fuse" (ours) fuses the two ranked lists of each query
     # by weighted reciprocal rank; "append" (KohakuRAG's) ranks the dense hits by their
     # similarity, and adds the BM25 hits not already there after them.
-    # Tuned on WattBot train (bench/index_wattbot.py): with the bundled MiniLM, dense
+    # Tuned on WattBot train (bench/indexing/index_wattbot.py): with the bundled MiniLM, dense
     # retrieval alone is far weaker than BM25, and an equal-weight hybrid loses to BM25; as a
     # light tie-breaker over BM25 (0.1) it adds evidence recall. Raise dense_weight for a
     # stronger embedder.
@@ -80,9 +80,9 @@ class RetrievalConfig:
     dedup: Literal["none", "node_id", "tree"] = "tree"
     threshold: Annotated[float, Range(-1.0, 1.0)] = 0.0  # minimum dense cosine similarity for a dense hit to count
     # The context's characters. 3,000 (~750 tokens) since 2026-11-26: on WattBot train + dev
-    # (bench/retrieval_sweep.py) the evidence is within 3,000 characters for 0.780 of the
+    # (bench/retrieval/retrieval_sweep.py) the evidence is within 3,000 characters for 0.780 of the
     # questions and within 4,000 for 0.807, and a quarter less prefill is ~1.5 s less per
-    # answer on 2 cores (bench/time_to_answer.py, docs/explanation/time-to-answer.md).
+    # answer on 2 cores (bench/answering/time_to_answer.py, docs/explanation/time-to-answer.md).
     budget_chars: Annotated[int, Range(0, 10_000_000)] = 3000
     # Mark this many sentences of the context, those sharing the most (IDF-weighted) question
     # terms, so a small answering model finds the evidence inside long paragraphs (0: off).

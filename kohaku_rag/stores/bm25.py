@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from kohaku_rag.lake import atomic_path
+from kohaku_rag.atomic import atomic_path
 from kohaku_rag.tree import Node, NodeKind
 
 FORMAT_VERSION = 1

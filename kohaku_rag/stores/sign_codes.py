@@ -8,7 +8,7 @@ memory as packed uint64 words (48 bytes per row at 384 dims: 38 MB for 800k rows
 ranks every row by Hamming distance with numpy (XOR + popcount, no per-row SQLite cost), the
 best candidates (RESCORE_*) are re-ranked with their int8 copies (same table), and
 the best k + RESCORE_MARGIN of those get their exact float32 scores from vec0. Exact for
-what it returns, approximate in what it may miss: bench/scale.py measures recall@k against
+what it returns, approximate in what it may miss: bench/indexing/scale.py measures recall@k against
 the exact search in the same run.
 """
 
@@ -27,7 +27,7 @@ from kohaku_rag.tree import NodeKind
 
 # How many Hamming-ranked candidates are re-ranked: RESCORE_FACTOR per requested hit, at
 # least RESCORE_MIN, and at least 1/RESCORE_FRACTION of the rows (more rows, more near
-# neighbours to tell apart: bench/scale.py at 100x WattBot, 479k rows, recall@10 vs exact:
+# neighbours to tell apart: bench/indexing/scale.py at 100x WattBot, 479k rows, recall@10 vs exact:
 # 200 candidates 0.75, 2,000 0.97, 4,000 0.99).
 RESCORE_FACTOR = 20
 RESCORE_MIN = 200

@@ -17,7 +17,7 @@ Every write (`upsert_document`, `delete_document`, `apply_changes`) is one
 `BEGIN IMMEDIATE ... COMMIT` transaction: a crash leaves either the old or the new
 document, never half of one.
 
-Latency (bench/index_latency.py; 2 shared Xeon cores, 384 dims, warm page cache, CPU
+Latency (bench/indexing/index_latency.py; 2 shared Xeon cores, 384 dims, warm page cache, CPU
 time of the searching process): exact vec0 KNN costs ~0.65 us per row: 70 ms for 100k
 sentence rows, 334 ms for 500k, 401 ms for 500k sentences + 100k paragraphs (k=10;
 460 ms at k=100). Alternatives measured at 500k rows: int8 vectors were slower (0.5 s:

@@ -7,7 +7,7 @@ from test_qa import write_config
 from kohaku_rag.answering.answer import answer_question, cite_source
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retriever import open_retriever

@@ -23,7 +23,7 @@ from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.answering.stages import STRICT_RULE
 from kohaku_rag.answering.store import compute_retrievals
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.lake import Lake
 from kohaku_rag.llm import CachedChat

@@ -9,7 +9,7 @@ from kohaku_rag.answering.answer import plan_for
 from kohaku_rag.answering.entity_split import entity_queries
 from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
 from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 
 
 @pytest.mark.parametrize(

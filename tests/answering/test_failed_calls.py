@@ -235,7 +235,7 @@ def test_a_hosted_reranker_outage_in_a_deeper_retry_is_a_failure_not_an_answer(e
     from rerank_server import RerankServer
 
     from kohaku_rag.answering.answer import answer_question
-    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.answers.records import Question
     from kohaku_rag.llm.openai_compat import OpenAIChat
     from kohaku_rag.retrieval.retriever import open_retriever
 

@@ -27,8 +27,8 @@ from kohaku_rag.answering.answer import answer_question, parse_reply
 from kohaku_rag.answering.planner import parse_plan, plan_queries
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
-from kohaku_rag.evaluation.records import Question
-from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.retriever import open_retriever
 
@@ -563,7 +563,7 @@ def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
         verdict_request,
     )
     from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
-    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.answers.records import Answer
 
     assert (
         statement_of(Question("q", "True or False: The AI Act requires it.", "is_blank")) == "The AI Act requires it."

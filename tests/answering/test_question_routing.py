@@ -17,7 +17,7 @@ from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config, qa_config_from_mapping
 from kohaku_rag.answering.question_types import ROUTES, detect_type, route_for, search_config
 from kohaku_rag.answering.stages import BLANK_RULE, RELAXED_RULE, STRICT_RULE
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem, pack
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig

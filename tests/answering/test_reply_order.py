@@ -12,7 +12,7 @@ from kohaku_rag.answering import store as st
 from kohaku_rag.answering.prompt import answer_schema, build_messages
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 from kohaku_rag.retrieval.context import ContextItem
 
 QUESTION = Question(id="q1", question="How much water per kWh?", answer_unit="L/kWh")
@@ -75,7 +75,7 @@ def test_rules_in_system_open_every_answering_prompt_with_the_same_tokens() -> N
     from kohaku_rag.answering.prompt import answer_request
     from kohaku_rag.answering.support_check import support_request
     from kohaku_rag.answering.verdict import verdict_request
-    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.answers.records import Answer
 
     other = Question(id="q2", question="True or False: the model drinks water.", answer_unit="is_blank")
     item2 = ContextItem(

@@ -13,8 +13,8 @@ from kohaku_rag.answering import store as st
 from kohaku_rag.answering.answer import answer_request, answer_runs
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart, hashed_fields
 from kohaku_rag.answering.support_check import apply_support, proposed_answer, support_logodds, support_request
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.evaluation import wattbot2026
-from kohaku_rag.evaluation.records import Answer, Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
 

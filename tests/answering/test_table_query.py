@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from kohaku_rag.answering.table_query import asks_over_table, query_request, run_query, table_frame, value_of
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 from kohaku_rag.retrieval.context import ContextItem
 
 TABLE = """Table 2. Mean and standard deviation of energy per 1,000 queries.

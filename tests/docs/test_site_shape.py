@@ -87,4 +87,4 @@ def test_the_tutorial_states_no_time_a_bench_run_did_not_measure() -> None:
     # Failed on main: "an answer takes 20-40 s" and a "planning" stage the default lacks.
     text = (REPO / "docs" / "tutorial.md").read_text(encoding="utf-8")
     assert "20-40 s" not in text and "(planning," not in text
-    assert "bench/time_to_answer.py`, 2026-11-26" in text
+    assert "bench/answering/time_to_answer.py`, 2026-11-26" in text

@@ -22,7 +22,7 @@ NOT_RUN = {
     "git clone": "the test runs inside the clone",
     "make install": "the test runs in the installed environment",
     ". .venv/bin/activate": "the test puts the environment's bin folder on PATH",
-    "kohaku ui": "a server that runs until stopped (bench/ui_smoke.py drives it)",
+    "kohaku ui": "a server that runs until stopped (bench/serving/ui_smoke.py drives it)",
     "kohaku serve": "a server that runs until stopped (tests/serving drive it)",
 }
 

@@ -9,12 +9,13 @@ import pytest
 from shared_data import WATTBOT
 
 from kohaku_rag.answering.answer import build_messages
-from kohaku_rag.evaluation.answer_forms import asks_for_several, asks_to_compute, range_from_pair
+from kohaku_rag.answers.answer_forms import asks_for_several, asks_to_compute, range_from_pair
+from kohaku_rag.answers.normalise import canonical_list, normalise_answer
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.answers.vote import vote
 from kohaku_rag.evaluation.metrics import score_with
-from kohaku_rag.evaluation.normalise import canonical_list, normalise_answer
-from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.vote import vote
-from kohaku_rag.evaluation.wattbot_csv import load_questions, to_submission_rows
+from kohaku_rag.evaluation.submissions import to_submission_rows
 
 
 @pytest.mark.parametrize(

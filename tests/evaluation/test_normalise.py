@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from shared_data import WATTBOT
 
-from kohaku_rag.evaluation.normalise import (
+from kohaku_rag.answers.normalise import (
     canon_text,
     canonical_value,
     expand_stated_magnitude,
@@ -20,8 +20,8 @@ from kohaku_rag.evaluation.normalise import (
     parse_value,
     resolve_ref_ids,
 )
-from kohaku_rag.evaluation.records import BLANK_TEXT, Answer
-from kohaku_rag.evaluation.wattbot_csv import load_questions
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import BLANK_TEXT, Answer
 
 KNOWN_IDS = [line.split(",")[0] for line in (WATTBOT / "metadata.csv").read_text().splitlines()[1:]]
 
@@ -347,7 +347,7 @@ def test_an_error_about_a_file_that_is_not_a_question_csv_never_shows_its_conten
         load_questions(tmp_path / "typo.csv")
     with pytest.raises(ValueError, match="cannot read the question file"):
         load_questions(tmp_path)
-    from kohaku_rag.evaluation.wattbot_csv import load_submission
+    from kohaku_rag.evaluation.submissions import load_submission
 
     with pytest.raises(ValueError, match="not shown") as info:  # `kohaku score --submission` alike
         load_submission(tmp_path / "passwd")
@@ -370,7 +370,7 @@ def test_answer_ref_id_must_be_a_tuple() -> None:
 def test_unit_factor_converts_si_prefixes_of_one_unit_only() -> None:
     from decimal import Decimal
 
-    from kohaku_rag.evaluation.normalise import in_unit, parse_value, unit_factor
+    from kohaku_rag.answers.normalise import in_unit, parse_value, unit_factor
 
     assert unit_factor("kW", "MW") == Decimal("0.001")
     assert unit_factor("W", "MW") == Decimal("0.000001")

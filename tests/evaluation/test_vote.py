@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kohaku_rag.evaluation.records import BLANK_TEXT, Answer
-from kohaku_rag.evaluation.vote import TIEBREAKS, VOTE_MODES, vote
+from kohaku_rag.answers.records import BLANK_TEXT, Answer
+from kohaku_rag.answers.vote import TIEBREAKS, VOTE_MODES, vote
 
 
 def run(value: str, *refs: str, confidence: float | None = None, unit: str = "MWh") -> Answer:

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from kohaku_assets.cli import main as cli_main
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import BLANK, Answer, Question
+from kohaku_rag.answers.values import read_value, values_match
 from kohaku_rag.evaluation.metrics import score_with
-from kohaku_rag.evaluation.records import BLANK, Answer, Question
-from kohaku_rag.evaluation.wattbot2026 import abstained, components, read_value, ref_f1, totals, values_match
-from kohaku_rag.evaluation.wattbot_csv import load_questions, load_submission, write_submission_csv
+from kohaku_rag.evaluation.submissions import load_submission, write_submission_csv
+from kohaku_rag.evaluation.wattbot2026 import abstained, components, ref_f1, totals
 
 FLAGS = ("Quote", "Table", "Figure", "Math", "is_NA", "CrossPaper", "Reconcile")
 GOLD_HEADER = ("id", "question", "answer", "answer_value", "answer_unit", "ref_id", "ref_url",

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from kohaku_rag.evaluation.records import Answer, Question
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.evaluation.run_stats import _subsets, ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.progress import Ticker, format_eta, listening
 

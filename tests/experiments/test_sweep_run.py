@@ -235,7 +235,7 @@ def test_leaderboard_marks_a_significant_difference(env, capsys):
         (folder / f"{name}.json").write_text(json.dumps(data))
         assert cli_main(["eval", "--questions", str(questions), "--config", name, "--json"]) == 0
     capsys.readouterr()
-    from kohaku_rag.answering.leaderboard import leaderboard_markdown, leaderboard_rows
+    from kohaku_rag.evaluation.leaderboard import leaderboard_markdown, leaderboard_rows
 
     rows = {r["config"]: r for r in leaderboard_rows(settings.lake)}
     cool, hot = rows["cool"], rows["hot"]

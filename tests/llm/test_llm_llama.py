@@ -234,7 +234,7 @@ def test_a_true_false_verdict_continues_from_the_answers_kv_state() -> None:
     from kohaku_rag.answering.prompt import answer_request
     from kohaku_rag.answering.qa_config import GenerationPart
     from kohaku_rag.answering.verdict import verdict_logodds, verdict_request
-    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.answers.records import Question
     from kohaku_rag.retrieval.context import ContextItem
 
     text = " ".join(
@@ -265,7 +265,7 @@ def test_a_support_check_continues_from_the_answers_kv_state_and_separates_state
     from kohaku_rag.answering.prompt import answer_request
     from kohaku_rag.answering.qa_config import GenerationPart
     from kohaku_rag.answering.support_check import support_logodds, support_request
-    from kohaku_rag.evaluation.records import Answer, Question
+    from kohaku_rag.answers.records import Answer, Question
     from kohaku_rag.retrieval.context import ContextItem
 
     text = " ".join(

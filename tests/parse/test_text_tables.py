@@ -152,7 +152,7 @@ def test_a_table_in_the_tree_is_a_paragraph_with_a_node_per_row() -> None:
 
 def test_a_cited_row_names_the_column_its_value_came_from() -> None:
     from kohaku_rag.answering.prediction import Prediction
-    from kohaku_rag.evaluation.records import Answer
+    from kohaku_rag.answers.records import Answer
     from kohaku_rag.retrieval.context import ContextItem
 
     record = only(CAPTION_AFTER).record

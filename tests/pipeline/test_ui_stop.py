@@ -2,7 +2,7 @@
 (`dagster dev`) is a process tree whose children hold the port, so the whole tree is
 stopped, not only its root. Here the tree is a real one shaped like `dagster dev`'s: a
 parent that ignores SIGTERM and a child serving HTTP on the port (a real `dagster dev` is
-measured by bench/ui_stop.py; it takes ~45 s to start on this machine)."""
+measured by bench/serving/ui_stop.py; it takes ~45 s to start on this machine)."""
 
 from __future__ import annotations
 

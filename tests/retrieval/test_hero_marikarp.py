@@ -203,7 +203,7 @@ def test_config_keys_are_validated_and_round_trip() -> None:
 def test_a_reranker_outage_fails_only_the_retrieval_row(retriever: Retriever) -> None:
     from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
     from kohaku_rag.answering.store import compute_retrievals
-    from kohaku_rag.evaluation.records import Question
+    from kohaku_rag.answers.records import Question
 
     with RerankServer() as server:
         spec = RerankerSpec(url=server.root + "/v1/rerank", max_retries=1)

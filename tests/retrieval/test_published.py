@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kohaku_rag.answering.answer import counts_as_blank, deepen
-from kohaku_rag.evaluation.records import Answer
+from kohaku_rag.answers.records import Answer
 from kohaku_rag.retrieval.ranking import rerank
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import Retriever

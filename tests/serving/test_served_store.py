@@ -17,9 +17,10 @@ from asgi_server import serving
 from qa_server import QUESTIONS, QAServer
 from serving_corpus import WATER_QUESTION, write_config
 
+from kohaku_rag.answers.question_files import load_questions
+from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.csv_cells import FORMULA_STARTS, csv_text, read_rows
-from kohaku_rag.evaluation.records import Answer, Question
-from kohaku_rag.evaluation.wattbot_csv import load_questions, load_submission, write_submission_csv
+from kohaku_rag.evaluation.submissions import load_submission, write_submission_csv
 from kohaku_rag.lake import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.feedback import feedback_set_path, question_id, read_feedback

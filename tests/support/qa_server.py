@@ -13,7 +13,7 @@ import pytest
 from chat_server import ChatServer
 
 from kohaku_assets.resources import KohakuSettings
-from kohaku_rag.evaluation.records import Question
+from kohaku_rag.answers.records import Question
 from kohaku_rag.retrieval.context import ContextItem
 
 QUESTIONS = {  # question -> (unit, gold value, gold document)

@@ -1,6 +1,6 @@
 """The serving tests' corpus: the small markdown corpus with `water` as a real PDF (so
 pages and highlights exist) and a metadata.csv giving it a title and URL; also used by
-bench/serve_smoke.py and bench/serve_load.py."""
+bench/serving/serve_smoke.py and bench/serving/serve_load.py."""
 
 from __future__ import annotations
 

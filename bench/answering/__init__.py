@@ -1,0 +1,1 @@
+"""Benches of the answering stage (bench/README.md lists each)."""

@@ -1,0 +1,1 @@
+"""Benches of the faults stage (bench/README.md lists each)."""

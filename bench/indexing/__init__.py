@@ -1,0 +1,1 @@
+"""Benches of the indexing stage (bench/README.md lists each)."""

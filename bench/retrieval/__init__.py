@@ -1,0 +1,1 @@
+"""Benches of the retrieval stage (bench/README.md lists each)."""

@@ -1,0 +1,1 @@
+"""Benches of the serving stage (bench/README.md lists each)."""
