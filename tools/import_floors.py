@@ -35,7 +35,7 @@ def modules(package: str = PACKAGE) -> dict[str, Path]:
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of `known` that `name` imports (`from a import b` counts a.b when b is a module)."""
-    found = set()
+    found: set[str] = set()
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):

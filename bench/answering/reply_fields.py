@@ -16,6 +16,7 @@ import argparse
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -37,7 +38,7 @@ def replies(lake: Path) -> list[dict[str, object]]:
     return out
 
 
-def field_tokens(data: dict[str, object], count: callable) -> dict[str, int]:  # type: ignore[valid-type]
+def field_tokens(data: dict[str, object], count: Callable[[str], int]) -> dict[str, int]:
     """Tokens of each `"name": value` as written in the reply, in order."""
     return {name: count(f'"{name}": {json.dumps(value, ensure_ascii=False)}, ') for name, value in data.items()}
 
