@@ -26,13 +26,14 @@ import ctypes
 import hashlib
 import logging
 import os
-import tempfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from kohaku_rag.atomic import atomic_path
 
 __all__ = ["MIN_PREFIX_TOKENS", "PrefixStates", "state_file_name"]
 
@@ -129,15 +130,8 @@ class PrefixStates:
             return
         body = bytes(memoryview(buffer)[:size])
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(_MAGIC + hashlib.sha256(body).digest() + body)
-                os.replace(tmp, self._path(key))
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            with atomic_path(self._path(key)) as tmp:
+                tmp.write_bytes(_MAGIC + hashlib.sha256(body).digest() + body)
             self._prune()
         except OSError as exc:
             log.warning("prefix state not saved in %s (%s); it stays in this process only", self.directory, exc)
