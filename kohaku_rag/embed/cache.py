@@ -24,6 +24,7 @@ import apsw
 import numpy as np
 
 from kohaku_rag.embed.base import Embedder, Role, check_images, check_texts, image_embedder
+from kohaku_rag.sqlite_wal import use_wal
 
 T = TypeVar("T", str, bytes)
 
@@ -155,7 +156,7 @@ class CachedEmbedder:
             conn = apsw.Connection(str(self.path))
             conn.set_busy_timeout(BUSY_TIMEOUT_MS)
             conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # takes effect only on a new file
-            conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(conn.execute, BUSY_TIMEOUT_MS / 1000)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(_SCHEMA)
             self._conn, self._conn_pid = conn, os.getpid()

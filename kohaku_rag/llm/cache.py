@@ -19,6 +19,7 @@ from pathlib import Path
 import apsw
 
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, canonical_json
+from kohaku_rag.sqlite_wal import use_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -29,9 +30,16 @@ CREATE TABLE IF NOT EXISTS responses (
     completion_tokens INTEGER NOT NULL,
     seconds REAL NOT NULL,
     created REAL NOT NULL,
-    top_logprobs TEXT NOT NULL DEFAULT '[]'
+    top_logprobs TEXT NOT NULL DEFAULT '[]',
+    mean_logprob REAL
 )
 """
+
+# Columns added after the first release, for cache files written before them.
+_ADDED_COLUMNS = {
+    "top_logprobs": "TEXT NOT NULL DEFAULT '[]'",
+    "mean_logprob": "REAL",
+}
 
 
 def request_key(model_id: str, req: ChatRequest) -> str:
@@ -74,13 +82,27 @@ class CachedChat:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = apsw.Connection(str(self.path))
         self._db.set_busy_timeout(30_000)  # another process may be writing
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
-        if "top_logprobs" not in columns:  # a cache written before replies carried logprobs
-            self._db.execute("ALTER TABLE responses ADD COLUMN top_logprobs TEXT NOT NULL DEFAULT '[]'")
-        if "mean_logprob" not in columns:  # a cache written before replies carried confidences
-            self._db.execute("ALTER TABLE responses ADD COLUMN mean_logprob REAL")
+        use_wal(self._db.execute)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Create the table or add the columns an older file lacks, as one writer.
+
+        Several processes (two `kohaku serve` on one lake) may open a new cache at the same
+        moment: BEGIN IMMEDIATE takes the write lock before the columns are read, so only
+        one of them adds a column and the others see it added.
+        """
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            for name, declaration in _ADDED_COLUMNS.items():
+                if name not in columns:
+                    self._db.execute(f"ALTER TABLE responses ADD COLUMN {name} {declaration}")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def __repr__(self) -> str:
         return f"CachedChat({self.inner!r}, {str(self.path)!r})"

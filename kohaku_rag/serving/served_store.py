@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from kohaku_rag.lake import Lake
+from kohaku_rag.sqlite_wal import use_wal
 
 STORE_DIR = "served"
 STORE_NAME = "served.sqlite"
@@ -123,7 +124,7 @@ def _prepare(lake: Lake, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         db = _connect(path)
         try:
-            db.execute("PRAGMA journal_mode = WAL")
+            use_wal(db.execute, 60)
             db.executescript(_SCHEMA)
             with transaction(db):
                 done = db.execute("SELECT value FROM meta WHERE key = 'migrated'").fetchone()

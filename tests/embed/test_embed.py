@@ -368,3 +368,36 @@ def test_slow_server_timeout_is_bounded(server: EmbeddingServer) -> None:
         embedder.embed(["a"])
     assert time.monotonic() - started < 1.5
     assert len(server.requests) == 2
+
+
+class _InstantEmbedder:
+    """Vectors at once, so the cache's opening is the only thing the threads race on."""
+
+    model_id = "instant"
+    dim = 4
+
+    def embed(self, texts: Sequence[str], *, role: Role = "passage") -> np.ndarray:
+        return np.ones((len(texts), self.dim), dtype=np.float32) / 2
+
+
+def test_processes_opening_a_new_embedding_cache_at_once_all_start(tmp_path: Path) -> None:
+    """Fails on main: the switch to WAL answers "database is locked" at once, without the busy
+    wait, while another connection is opening the same new file (two processes starting on
+    one lake). Each thread here has its own connection, as each process has."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    openers = 6
+    for round_ in range(25):
+        folder = tmp_path / f"round{round_}"
+        barrier = Barrier(openers)
+
+        def open_cache(_: int, folder: Path = folder, barrier: Barrier = barrier) -> float:
+            barrier.wait()
+            cache = CachedEmbedder(_InstantEmbedder(), folder)
+            total = float(cache.embed(["hello"]).sum())
+            cache.close()
+            return total
+
+        with ThreadPoolExecutor(max_workers=openers) as pool:
+            assert list(pool.map(open_cache, range(openers))) == [2.0] * openers

@@ -153,3 +153,46 @@ def test_question_threads_share_the_cache_without_a_threading_violation(tmp_path
             assert [r.text for r in results] == [f"QUESTION {i}" for i in range(400)]
     assert (llm.misses, llm.hits) == (400, 800)
     llm.close()
+
+
+def test_processes_opening_a_new_cache_at_once_all_start(tmp_path: Path) -> None:
+    """Fails on main: two `kohaku serve` processes opening a lake's new LLM cache at the same
+    moment both saw a column missing and both added it; the second died with "duplicate
+    column name: mean_logprob" (the CI failure of stop 46). Each connection here is its own,
+    as each process's is; a barrier lines their opening up."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    openers = 6
+    for round_ in range(25):
+        folder = tmp_path / f"round{round_}"
+        barrier = Barrier(openers)
+
+        def open_cache(_: int, folder: Path = folder, barrier: Barrier = barrier) -> str:
+            barrier.wait()
+            llm = CachedChat(EchoChat(), folder)
+            text = llm.complete(ask("hello")).text
+            llm.close()
+            return text
+
+        with ThreadPoolExecutor(max_workers=openers) as pool:
+            assert list(pool.map(open_cache, range(openers))) == ["HELLO"] * openers
+
+
+def test_a_cache_written_before_confidences_gains_its_columns(tmp_path: Path) -> None:
+    """An old cache file (no top_logprobs, no mean_logprob) is migrated in place and keeps its rows."""
+    import apsw
+
+    db = apsw.Connection(str(tmp_path / "llm.sqlite"))
+    db.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, text TEXT NOT NULL,"
+        " prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, seconds REAL NOT NULL,"
+        " created REAL NOT NULL)"
+    )
+    req = ask("hello")
+    db.execute("INSERT INTO responses VALUES (?, 'echo', 'OLD', 1, 1, 0.0, 0.0)", (request_key("echo", req),))
+    db.close()
+    llm = CachedChat(EchoChat(), tmp_path)
+    result = llm.complete(req)
+    assert result.text == "OLD" and result.cached
+    llm.close()
