@@ -38,6 +38,26 @@ SHORT_EXPLAIN_RULE = "explanation: one short sentence naming the fact in the con
 WORDS_RULE = "answer: the answer in a few words."
 REF_RULE = "ref_id: the ref_id of each passage you used."
 
+# Words of the field rules that no answer holds. The bundled 1.5B model now and then copies
+# a rule into its field (answer "the answer in a few words", answer_value "only the number
+# in percent (no unit, no commas)"): such a field said nothing (reply.py reads it as empty).
+RULE_PHRASES = (
+    "the answer in a few words",
+    "only the number in",
+    "no unit, no commas",
+    "a range as [low,high]",
+    "a few words quoting the fact",
+    "one short sentence naming the fact",
+    "the exact name or term as written",
+    "the ref_id of each passage",
+)
+
+
+def copies_a_rule(text: str) -> bool:
+    """Whether a reply field holds a field rule's own words rather than an answer."""
+    flat = " ".join(text.lower().split())
+    return any(phrase in flat for phrase in RULE_PHRASES)
+
 
 def system_prompt(gen: GenerationPart) -> str:
     """The answering prompt's system message, which the verdict and the support check repeat

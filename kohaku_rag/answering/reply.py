@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from kohaku_rag.answering.choose import COMPUTED, OTHER
+from kohaku_rag.answering.prompt import copies_a_rule
 from kohaku_rag.answers.answer_forms import range_from_pair
 from kohaku_rag.answers.normalise import expand_stated_magnitude, normalise_answer
 from kohaku_rag.answers.records import Answer, Question
@@ -24,7 +25,8 @@ def reply_json(text: str) -> dict[str, Any] | None:
 
 
 def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bool = False) -> Answer:
-    """The reply as a normalised Answer; unusable replies and is_blank become the abstention.
+    """The reply as a normalised Answer; unusable replies, is_blank and a value that copies
+    its rule's words (prompt.copies_a_rule) become the abstention.
     `chose`: answer_value was a choice (choose.py), whose "other"/"computed" mean the value
     is in the reply's answer words (a computed result replaces it later)."""
     data = reply_json(text)
@@ -38,6 +40,10 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bo
     )
     words, explanation = str(data.get("answer") or "").strip(), str(data.get("explanation") or "").strip()
     value = str(data.get("answer_value") or "")
+    # A field that repeats its rule's words said nothing: no value is no answer.
+    if copies_a_rule(value):
+        return Answer.blank(question.answer_unit)
+    words, explanation = ("" if copies_a_rule(t) else t for t in (words, explanation))
     if chose and value in (OTHER, COMPUTED):
         value = words
     value = range_from_pair(question, value)  # "0.8,3500" asked as a range is [0.8,3500]

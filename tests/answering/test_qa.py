@@ -367,6 +367,27 @@ def test_replies_keep_the_magnitude_their_words_state():
     assert parse_reply(reply, q, ["water"]).answer_value == "5400000"
 
 
+def test_a_reply_that_copies_its_rules_is_read_as_saying_nothing():
+    """Fails on main: the bundled model copied the field rules into its reply, and the answer
+    card showed "the answer in a few words" under the value (stop 46's screenshot), and an
+    answer_value "only the number in percent (no unit, no commas)" was kept as the value."""
+    q = Question("q1", "What percentage of H100 GPUs used recycled metals?", "percent")
+    copied_value = (
+        '{"explanation": "No figure is given.", "answer": "the answer in a few words", '
+        '"answer_value": "only the number in percent (no unit, no commas)", "ref_id": ["gpu"], "is_blank": false}'
+    )
+    assert parse_reply(copied_value, q, ["gpu"]).is_blank
+    copied_words = (
+        '{"explanation": "a few words quoting the fact from the context", "answer": "The answer in a few words.", '
+        '"answer_value": "6", "ref_id": ["gpu"], "is_blank": false}'
+    )
+    answer = parse_reply(copied_words, q, ["gpu"])
+    # the words are rebuilt from the value, the explanation left out
+    assert (answer.answer_value, answer.answer, answer.explanation) == ("6", "6 percent", "is_blank")
+    stated = '{"explanation": "6% of them did", "answer": "6 percent", "answer_value": "6", "ref_id": ["gpu"]}'
+    assert parse_reply(stated, q, ["gpu"]).answer == "6 percent"
+
+
 def test_context_overflow_shrinks_the_context(env):
     settings, server, questions = env
     cfg = write_config(
