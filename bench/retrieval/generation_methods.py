@@ -64,7 +64,7 @@ def configs(questions: str, use_planner: bool, n_know: int) -> dict[str, QAConfi
         "HERO": replace(
             base,
             retrieval=replace(base.retrieval, content_routing="question_type"),
-            generation=GenerationPart(prompt_routing="question_type", two_stage=True),
+            generation=GenerationPart(prompt_routing="question_type", two_stage=True, max_retries=2),
         ),
         "Marikarp": replace(base, retrieval=replace(base.retrieval, diverse_rerank=True, diverse_n_know=n_know)),
         "Marikarp embed": replace(

@@ -48,8 +48,9 @@ ABSTAINS = ("off", "unfounded", "unsupported")
 CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current (4: a
-# bare number pair answering a range question is read as the range).
-ANSWER_FORMAT = 4
+# bare number pair answering a range question is read as the range; 5: a reply field that
+# copies its rule's words is read as empty, a copied value as an abstention).
+ANSWER_FORMAT = 5
 # The question-type detector and routes (question_types.py) and the stage prompt rules
 # (stages.py) as of this number; hashed only by a config that routes or answers in two stages.
 STAGE_FORMAT = 1
@@ -144,8 +145,12 @@ class GenerationPart:
     # Send the images of the top img_k figure snippets with the prompt (a vision model over
     # an OpenAI-compatible endpoint; the bundled model reads text only).
     img_k: Annotated[int, Range(0, 64)] = 0
-    # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries).
-    max_retries: Annotated[int, Range(0, 20)] = 2
+    # On is_blank, ask again with k×2, k×3, ... context units (up to this many extra tries;
+    # KohakuRAG's retry). Off by default: with the bundled 1.5B model a first abstention was
+    # right 8 times in 9 (train + dev, four configs), and each retry turned it into a wrong
+    # value; none found an answer the first attempt missed (docs/benchmarks/settings.md,
+    # "The is_blank retry"). A larger model, or HERO's two_stage, may want it back.
+    max_retries: Annotated[int, Range(0, 20)] = 0
     # The reply first copies one context sentence verbatim (the schema offers the context's
     # sentences): for "true_false" questions only, "all" questions, or "off".
     quote_evidence: Literal["off", "true_false", "all"] = "true_false"
@@ -231,7 +236,10 @@ class GenerationPart:
         if self.prompt_routing not in ROUTINGS:
             raise ValueError(f"prompt_routing {self.prompt_routing!r} is not one of {', '.join(ROUTINGS)}")
         if self.two_stage and self.max_retries < 1:
-            raise ValueError("two_stage needs max_retries >= 1: stage 2 is the retry after stage 1 abstains")
+            raise ValueError(
+                "two_stage needs max_retries >= 1 (e.g. max_retries = 2 in [generation]): stage 2 is "
+                "the retry after stage 1 abstains"
+            )
         for name in ("stage1_k", "stage2_k"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

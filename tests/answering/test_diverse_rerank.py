@@ -221,7 +221,7 @@ def test_a_hero_and_marikarp_config_runs_through_dagster(env):
                         "diverse_rerank": True,
                         "diverse_n_know": 2,
                     },
-                    "generation": {"llm": llm, "prompt_routing": "question_type", "two_stage": True},
+                    "generation": {"llm": llm, "prompt_routing": "question_type", "two_stage": True, "max_retries": 2},
                 }
             )
         )

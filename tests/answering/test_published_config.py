@@ -213,7 +213,7 @@ def test_config_show_and_diff(tmp_path, capsys, monkeypatch) -> None:
     lake = ["--lake", str(tmp_path / "lake")]
     assert main(["config", "show", "pub", *lake]) == 0
     shown = capsys.readouterr().out
-    assert 'rerank = "combined"\nalpha = 0.4\n' in shown and "max_retries = 2" in shown and "[voting]" in shown
+    assert 'rerank = "combined"\nalpha = 0.4\n' in shown and "max_retries = 0" in shown and "[voting]" in shown
     # what show prints loads back to the same config (alpha spelled out)
     again = load_qa_config(write(tmp_path, shown, "shown.toml"))
     assert again.retrieval.search.effective_alpha == 0.4 and again.retrieval.search.bm25_mode == "append"

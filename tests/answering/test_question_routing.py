@@ -117,7 +117,7 @@ def test_default_prompt_is_todays():
 def test_stage_two_runs_only_when_stage_one_abstains_with_more_context_and_the_relaxed_rule():
     question = EXAMPLES["general"]
     searcher = ListSearcher(_items(20))
-    cfg = _cfg(two_stage=True, stage1_k=3, stage2_k=8, temperature=0.5)
+    cfg = _cfg(two_stage=True, max_retries=2, stage1_k=3, stage2_k=8, temperature=0.5)
     with StageServer() as server:
         chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
         (pred,) = answer_runs(question, [question.question], searcher, chat, cfg, [0])
@@ -142,7 +142,7 @@ def test_stage_two_runs_only_when_stage_one_abstains_with_more_context_and_the_r
 def test_two_stage_with_routing_uses_the_types_sizes():
     question = EXAMPLES["score_extraction"]
     route = route_for(question)
-    cfg = _cfg(two_stage=True, prompt_routing="question_type")
+    cfg = _cfg(two_stage=True, max_retries=2, prompt_routing="question_type")
     with StageServer() as server:
         chat = OpenAIChat(server.base_url, "scripted", api_key_env=None)
         answer_runs(question, [question.question], ListSearcher(_items(20)), chat, cfg, [0])
@@ -169,7 +169,7 @@ def test_new_keys_leave_existing_hashes_alone_and_change_their_own_part():
         }
     )
     assert (explicit.retrieval_hash, explicit.generation_hash) == (base.retrieval_hash, base.generation_hash)
-    two = qa_config_from_mapping({"questions": "/q.csv", "generation": {"two_stage": True}})
+    two = qa_config_from_mapping({"questions": "/q.csv", "generation": {"two_stage": True, "max_retries": 2}})
     assert two.retrieval_hash == base.retrieval_hash and two.generation_hash != base.generation_hash
     routed = qa_config_from_mapping({"questions": "/q.csv", "retrieval": {"content_routing": "question_type"}})
     assert routed.retrieval_hash != base.retrieval_hash
@@ -200,7 +200,7 @@ def test_config_files_round_trip_the_new_keys(tmp_path):
             "diverse_reranker": "embedding",
             "diverse_n_know": 3,
         },
-        "generation": {"prompt_routing": "question_type", "two_stage": True, "stage1_temperature": 0.2},
+        "generation": {"prompt_routing": "question_type", "two_stage": True, "max_retries": 2, "stage1_temperature": 0.2},
     }
     cfg = qa_config_from_mapping(data)
     path = tmp_path / "routed.toml"

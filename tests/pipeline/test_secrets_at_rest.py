@@ -136,13 +136,18 @@ def test_hashes_leave_out_credentials_and_keep_what_configs_without_them_stored(
     reranker = {"backend": "http", "url": "http://127.0.0.1:9/v1/rerank"}
     # (The retrieval defaults of that time spelled out; the answering prompt's format moved the
     # generation and voting hashes on 2026-11-26: 71e2f5a5d1d9b62c and ffb20ff2c04d4b09 before, then
-    # 9837a0093c8c78fa and 57c41247cc618dad before ANSWER_FORMAT 4, ranges read from a bare pair.)
+    # 9837a0093c8c78fa and 57c41247cc618dad before ANSWER_FORMAT 4, ranges read from a bare pair,
+    # then 98b6c5fb402a4cd5 and 0229f2fa6d3d57f6 before ANSWER_FORMAT 5, a copied rule read as nothing.)
     old_defaults = {"use_planner": True, "budget_chars": 4000}
     cfg = qa_config_from_mapping(
-        {"questions": "q.csv", "retrieval": {"reranker": reranker, **old_defaults}, "generation": {"llm": llm}}
+        {
+            "questions": "q.csv",
+            "retrieval": {"reranker": reranker, **old_defaults},
+            "generation": {"llm": llm, "max_retries": 2},
+        }
     )
     assert cfg.retrieval_hash == "cda549583b16fece"
-    assert (cfg.generation_hash, cfg.voting_hash) == ("98b6c5fb402a4cd5", "0229f2fa6d3d57f6")
+    assert (cfg.generation_hash, cfg.voting_hash) == ("8b3943eede9db494", "d278a378a290819b")
     embedder = EmbedderSpec(backend="openai", model="e", base_url="http://127.0.0.1:9")
     pinned = IndexConfig(
         captioner="vision", vision_base_url="http://127.0.0.1:9/v1", vision_model="m", embedder=embedder
