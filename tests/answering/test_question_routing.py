@@ -200,7 +200,12 @@ def test_config_files_round_trip_the_new_keys(tmp_path):
             "diverse_reranker": "embedding",
             "diverse_n_know": 3,
         },
-        "generation": {"prompt_routing": "question_type", "two_stage": True, "max_retries": 2, "stage1_temperature": 0.2},
+        "generation": {
+            "prompt_routing": "question_type",
+            "two_stage": True,
+            "max_retries": 2,
+            "stage1_temperature": 0.2,
+        },
     }
     cfg = qa_config_from_mapping(data)
     path = tmp_path / "routed.toml"
