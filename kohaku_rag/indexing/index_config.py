@@ -92,7 +92,8 @@ class IndexConfig:
         if self.page_images:
             parts["page_images"] = True
         if self.table_records:  # only when set, so existing lakes keep their trees
-            parts["table_records"] = True
+            # 2: a table that cannot be aligned stays in the running text (payload.py)
+            parts["table_records"] = 2
         return stable_hash(parts)
 
     @property

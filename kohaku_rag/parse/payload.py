@@ -163,27 +163,25 @@ def _payload_section(section: dict, index: int, tables: bool = True) -> ParsedSe
 
 
 def paragraphs_with_tables(text: str, page: int | None = None, tables: bool = True) -> list[ParsedParagraph]:
-    """The text's paragraphs, its tables taken out of the running text first
-    (text_tables.py): an aligned table becomes a table paragraph holding its record, one
-    that cannot be aligned a table paragraph of its plain lines. Without `tables` (the
-    index's `table_records` off), table lines stay in the running text as before."""
+    """The text's paragraphs, its aligned tables taken out of the running text first
+    (text_tables.py): each becomes a table paragraph holding its record. A table that cannot
+    be aligned stays in the running text, as without `tables` (the index's `table_records`
+    off): as a block of its own lines it crowded the passage that answered out of the
+    context (docs/benchmarks/settings.md, "Tables as records")."""
     if not tables:
         return [ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines(text)]
     lines = [ln for ln in text.splitlines() if not IMAGE_PLACEHOLDER.match(ln)]
     out: list[ParsedParagraph] = []
     cursor = 0
     for table in split_tables(lines, page):
+        if table.record is None:
+            continue  # its lines join the running text around it
         out += [
             ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines("\n".join(lines[cursor : table.start]))
         ]
-        if table.record is not None:
-            out.append(
-                ParsedParagraph(
-                    text=table_text(table.record), page=page, attachment=Attachment.TABLE, table=table.record
-                )
-            )
-        else:
-            out.append(ParsedParagraph(text=table.text(), page=page, attachment=Attachment.TABLE))
+        out.append(
+            ParsedParagraph(text=table_text(table.record), page=page, attachment=Attachment.TABLE, table=table.record)
+        )
         cursor = table.end
     out += [ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines("\n".join(lines[cursor:]))]
     return out
