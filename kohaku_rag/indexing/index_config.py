@@ -62,11 +62,13 @@ class IndexConfig:
     # embedder that embeds images.
     page_images: bool = False
     # Tables kept as records (table_record.py): caption, column names, rows as sentence nodes
-    # naming their columns, a box per PDF cell (the ask page marks the cited cell). Off by
-    # default: with the bundled 1.5B model on WattBot train + dev (2026-11-27, one run,
-    # bench/answering/table_answers.py) it scored 0.607 against 0.634 (paired -0.027 [-0.061, +0.007])
-    # and Table questions 4 of 23 right against 6.
-    table_records: bool = False
+    # naming their columns, a box per PDF cell (the ask page marks the cited cell); a table
+    # that cannot be aligned stays in the running text. On by default since 2026-11-28: with
+    # the bundled 1.5B model on WattBot train + dev (one run each, paired with the text lake)
+    # 0.656 -> 0.664, +0.008 [-0.009, +0.027] (2026 rule +0.014 [+0.002, +0.033]), Table
+    # questions right 6 -> 7 of 23, no answer lost to it (docs/benchmarks/settings.md). The
+    # first version, which set unaligned tables apart as raw lines, lost -0.027 [-0.061, +0.007].
+    table_records: bool = True
 
     def __post_init__(self) -> None:
         if self.page_images and not self.embedder.embeds_images:
