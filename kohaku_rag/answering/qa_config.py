@@ -49,7 +49,8 @@ CHOOSES = ("off", "candidates")
 # The answering prompt and reply schema (answer.py) as of this number: bump it when they
 # change, so predictions stored under the old wording are not reused as if current (4: a
 # bare number pair answering a range question is read as the range; 5: a reply field that
-# copies its rule's words is read as empty, a copied value as an abstention).
+# copies its rule's words is read as empty, a copied value as an abstention; "$800M" read
+# as 800000000).
 ANSWER_FORMAT = 5
 # The question-type detector and routes (question_types.py) and the stage prompt rules
 # (stages.py) as of this number; hashed only by a config that routes or answers in two stages.

@@ -159,10 +159,16 @@ def expand_stated_magnitude(value: str, unit: str, texts: Sequence[str]) -> str:
     if not re.fullmatch(_NUM, value) or (unit_words and unit_words[0] in _MAGNITUDES):
         return value
     stated = re.compile(rf"(?<![\d.,]){re.escape(value)}\s*({'|'.join(_MAGNITUDE_WORDS)})\b", re.IGNORECASE)
+    # A short suffix ("$800M", "€2.5bn") only after a currency sign: elsewhere "8B" is a
+    # model's name ("JetMoE-8B") as often as 8 billion.
+    money = re.compile(rf"[$€£]\s*{re.escape(value)}\s*(mn|bn|tn|[kKMBT])(?![\w])")
     for text in texts:
         match = stated.search(text)
         if match:
             return format_number(_to_decimal(value, match[1].lower()))
+        match = money.search(text)
+        if match:
+            return format_number(_to_decimal(value, match[1]))
     return value
 
 

@@ -227,6 +227,17 @@ def test_expand_stated_magnitude_reads_the_models_own_words() -> None:
     assert expand_stated_magnitude("[2,5]", "USD", ["2 million"]) == "[2,5]"
 
 
+def test_expand_stated_magnitude_reads_a_money_amounts_short_suffix() -> None:
+    """Fails on main: "$800M" kept the value at 800 (a dev question whose gold is 800000000).
+    A short suffix counts only after a currency sign: "JetMoE-8B" is a name, not 8 billion."""
+    assert expand_stated_magnitude("800", "USD", ["800", "The cost is $800M."]) == "800000000"
+    assert expand_stated_magnitude("2.5", "USD", ["US$ 2.5bn"]) == "2500000000"
+    assert expand_stated_magnitude("120", "EUR", ["€120k"]) == "120000"
+    assert expand_stated_magnitude("8", "experts", ["JetMoE-8B has 8 experts"]) == "8"
+    assert expand_stated_magnitude("40", "kWh", ["40 MWh"]) == "40"
+    assert expand_stated_magnitude("800", "USD", ["$800 Million"]) == "800000000"
+
+
 def test_normalise_answer_keeps_categorical_text() -> None:
     out = normalise_answer(_llm('"The ML.ENERGY Benchmark"', "The ML.ENERGY Benchmark"), expected_unit="is_blank")
     assert (out.answer_value, out.answer, out.answer_unit) == (
