@@ -94,8 +94,9 @@ class IndexConfig:
         if self.page_images:
             parts["page_images"] = True
         if self.table_records:  # only when set, so existing lakes keep their trees
-            # 2: a table that cannot be aligned stays in the running text (payload.py)
-            parts["table_records"] = 2
+            # 2: a table that cannot be aligned stays in the running text (payload.py);
+            # 3: a cell keeps its unit ("64.7 GB"), one-letter column names (text_tables.py)
+            parts["table_records"] = 3
         return stable_hash(parts)
 
     @property

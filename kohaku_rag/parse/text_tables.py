@@ -29,6 +29,10 @@ _EMPTY_CELLS = frozenset({"-", "–", "—", "--", "n/a", "N/A", "NA", "N.A."})
 _WORD_CELLS = frozenset({"∞", "inf", "Inf"})
 # "258 bil.": a number and its short magnitude word are one cell
 _MAGNITUDE = re.compile(r"(\d)\s+(bil\.|mil\.|bn|mn|billion|million|thousand|k|M|B|T)(?=\s|$)")
+# "64.7 GB", "13.3 ms": a number and its unit are one cell (chen2024's "LLaMA-33B 64.7 GB 60 6656 1")
+_UNIT = re.compile(
+    r"(\d)\s+((?:[kMGT]i?B|KB|[kMGT]?Wh?|[kMG]?J|ms|s|hrs?|GPUs?|tCO2e?|kgCO2e?|kg|TFLOPS|GFLOPS)(?:/s)?)(?=\s|$)"
+)
 _CAPTION = re.compile(r"^\s*(table|tab\.)\s*([0-9]+|[IVX]+)\s*[:.]", re.IGNORECASE)
 _CITATION = re.compile(r"\((?:[^()]*\bet al\.?[^()]*|[^()]*\b(?:19|20)\d\d[a-z]?)\)|\[[\d,\s–-]+\]")
 _SENTENCE_END = re.compile(r"[.:?!]['\")\]]?$")
@@ -73,6 +77,7 @@ def numeric_tail(line: str) -> tuple[str, list[str]]:
     line = _INTERVAL.sub(r"\1(\2,\3)", line)
     line = _POWER_OF_TEN.sub(r"\1×10^\2\3", line)
     line = _MAGNITUDE.sub("\\1\u2060\\2", line)
+    line = _UNIT.sub("\\1\u2060\\2", line)
     tokens = line.split()
     k = len(tokens)
     while k > 0 and _is_numeric(tokens[k - 1]):
@@ -193,12 +198,17 @@ MAX_NAME_CHARS = 40
 def _plausible(names: Sequence[str]) -> bool:
     """Column names, not a row of numbers, a figure's axis or a piece of a sentence."""
 
+    # A one-letter name ("L", "d": a model's layers and width) is a column's only beside
+    # names of words; a header of letters alone is a figure's axis.
+    worded = sum(len(n) > 1 and not _is_numeric(n) for n in names) >= 2
+
     def name(n: str) -> bool:
         words = n.split()
+        letter = worded and len(n) == 1 and n.isalpha()
         return (
             bool(words)
             and len(n) <= MAX_NAME_CHARS
-            and not all(_is_numeric(w) or len(w) == 1 for w in words)
+            and (letter or not all(_is_numeric(w) or len(w) == 1 for w in words))
             and n.lower() not in _STOPWORDS
             and not re.search(r"[:;,]($|\s)", n)
         )
@@ -218,7 +228,10 @@ def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] |
             return None
         if len(names) == width:
             return "", tuple(prefix + n for n in names)
-        if len(names) == width + 1:
+        # One name more than cells names the row labels first ("Model", "Metric"); a first
+        # name with a digit ("H100 H20 TPU v6e") is a column's, and the extra name is a
+        # split one: no guess.
+        if len(names) == width + 1 and not any(ch.isdigit() for ch in names[0]):
             return names[0], tuple(prefix + n for n in names[1:])
         return None
 

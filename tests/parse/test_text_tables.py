@@ -8,7 +8,7 @@ from kohaku_rag.config_files import stable_hash
 from kohaku_rag.parse.payload import paragraphs_with_tables
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.parse.text_tables import split_tables
-from kohaku_rag.table_record import row_sentence
+from kohaku_rag.table_record import TableRow, row_sentence
 from kohaku_rag.tree import Attachment, NodeKind, ParsedDocument, ParsedSection, build_tree
 
 PROSE = (
@@ -108,6 +108,37 @@ def test_a_row_label_continued_on_a_second_line() -> None:
     record = only(text).record
     assert record is not None and record.rows[0].label == "BLOOMz 7B"
     assert record.rows[0].cells == ("51.6", "10")
+
+
+def test_a_cell_with_its_unit_and_one_letter_column_names() -> None:
+    """Fails on main (chen2024, Table 3, where a dev question's answer is): "64.7 GB" split into
+    a number and a word, so the row had a cell too few, and the names "L", "d", "G" were
+    refused as a figure's axis."""
+    text = (
+        PROSE + "Table 3: Large language models used for evaluation.\n"
+        "Model Parameters L d G\n"
+        "LLaMA-33B 64.7 GB 60 6656 1\n"
+        "LLaMA-65B 130.1 GB 80 8192 1\n"
+        "LLaMA3-70B 137.5 GB 80 8192 8\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Model"
+    assert record.columns == ("Parameters", "L", "d", "G")
+    assert record.rows[0] == TableRow(label="LLaMA-33B", cells=("64.7 GB", "60", "6656", "1"))
+
+
+def test_a_first_name_that_reads_as_a_column_is_not_taken_for_the_labels() -> None:
+    """chen2024, page 2: "TPU v6e" is one column's name, so four names over three cells do not
+    make "H100" the row labels' name (which would shift every cell one column): not aligned."""
+    text = (
+        PROSE
+        + (
+            "H100 H20 TPU v6e\nBF16 TFLOPs 989 148 918\nMemory capacity 80 GB 96 GB 32 GB\n"
+            "Memory bandwidth 3.35 TB/s 4.0 TB/s 1.64 TB/s\n"
+        )
+        + PROSE
+    )
+    assert [t.record for t in split_tables(text.splitlines())] in ([], [None])
 
 
 def test_a_table_that_cannot_be_aligned_stays_in_the_running_text() -> None:
