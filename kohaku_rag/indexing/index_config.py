@@ -65,9 +65,9 @@ class IndexConfig:
     # naming their columns, a box per PDF cell (the ask page marks the cited cell); a table
     # that cannot be aligned stays in the running text. On by default since 2026-11-28: with
     # the bundled 1.5B model on WattBot train + dev (one run each, paired with the text lake)
-    # 0.656 -> 0.664, +0.008 [-0.009, +0.027] (2026 rule +0.014 [+0.002, +0.033]), Table
-    # questions right 6 -> 7 of 23, no answer lost to it (docs/benchmarks/settings.md). The
-    # first version, which set unaligned tables apart as raw lines, lost -0.027 [-0.061, +0.007].
+    # 0.662 -> 0.676, +0.014 [-0.005, +0.036] (2026 rule +0.020 [+0.003, +0.041]), Table
+    # questions right 6 -> 7 of 23 (docs/benchmarks/settings.md). The first version, which
+    # set unaligned tables apart as raw lines, lost -0.027 [-0.061, +0.007].
     table_records: bool = True
 
     def __post_init__(self) -> None:
