@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from at_once import open_at_once
 from embedding_server import DEFAULT_DIM, EmbeddingServer, expected_vector
 
 from kohaku_rag.embed import Embedder, EmbedderSpec, make_embedder
@@ -384,20 +385,11 @@ def test_processes_opening_a_new_embedding_cache_at_once_all_start(tmp_path: Pat
     """Fails on main: the switch to WAL answers "database is locked" at once, without the busy
     wait, while another connection is opening the same new file (two processes starting on
     one lake). Each thread here has its own connection, as each process has."""
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
 
-    openers = 6
-    for round_ in range(25):
-        folder = tmp_path / f"round{round_}"
-        barrier = Barrier(openers)
+    def open_cache(folder: Path) -> float:
+        cache = CachedEmbedder(_InstantEmbedder(), folder)
+        total = float(cache.embed(["hello"]).sum())
+        cache.close()
+        return total
 
-        def open_cache(_: int, folder: Path = folder, barrier: Barrier = barrier) -> float:
-            barrier.wait()
-            cache = CachedEmbedder(_InstantEmbedder(), folder)
-            total = float(cache.embed(["hello"]).sum())
-            cache.close()
-            return total
-
-        with ThreadPoolExecutor(max_workers=openers) as pool:
-            assert list(pool.map(open_cache, range(openers))) == [2.0] * openers
+    assert all(totals == [2.0] * 6 for totals in open_at_once(tmp_path, open_cache, rounds=100))

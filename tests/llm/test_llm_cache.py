@@ -9,6 +9,7 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+from at_once import open_at_once
 from chat_server import ChatServer, Fault
 
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, Message
@@ -160,23 +161,14 @@ def test_processes_opening_a_new_cache_at_once_all_start(tmp_path: Path) -> None
     moment both saw a column missing and both added it; the second died with "duplicate
     column name: mean_logprob" (the CI failure of stop 46). Each connection here is its own,
     as each process's is; a barrier lines their opening up."""
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
 
-    openers = 6
-    for round_ in range(25):
-        folder = tmp_path / f"round{round_}"
-        barrier = Barrier(openers)
+    def open_cache(folder: Path) -> str:
+        llm = CachedChat(EchoChat(), folder)
+        text = llm.complete(ask("hello")).text
+        llm.close()
+        return text
 
-        def open_cache(_: int, folder: Path = folder, barrier: Barrier = barrier) -> str:
-            barrier.wait()
-            llm = CachedChat(EchoChat(), folder)
-            text = llm.complete(ask("hello")).text
-            llm.close()
-            return text
-
-        with ThreadPoolExecutor(max_workers=openers) as pool:
-            assert list(pool.map(open_cache, range(openers))) == ["HELLO"] * openers
+    assert all(texts == ["HELLO"] * 6 for texts in open_at_once(tmp_path, open_cache))
 
 
 def test_a_cache_written_before_confidences_gains_its_columns(tmp_path: Path) -> None:
