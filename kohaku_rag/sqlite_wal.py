@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import apsw
 
-__all__ = ["is_busy", "use_wal"]
+__all__ = ["use_wal"]
 
 
-def is_busy(error: BaseException) -> bool:
+def _is_busy(error: BaseException) -> bool:
     """Whether `error` is SQLite's "database is locked", from apsw or the standard module."""
     if isinstance(error, apsw.BusyError):
         return True
@@ -34,7 +34,7 @@ def use_wal(execute: Callable[[str], object], wait_s: float = 30.0) -> None:
             execute("PRAGMA journal_mode=WAL")
             return
         except (apsw.BusyError, sqlite3.OperationalError) as error:
-            if not is_busy(error) or time.monotonic() >= deadline:
+            if not _is_busy(error) or time.monotonic() >= deadline:
                 raise
             time.sleep(pause)
             pause = min(pause * 2, 0.2)
