@@ -37,10 +37,10 @@ KEPT_VARIANTS = (
     "skylakex",  # AVX-512: Skylake-SP / Cascade Lake servers (most cloud VMs of their time)
     "icelake",  # AVX-512 VBMI+VNNI: Ice Lake servers, AMD Zen 4-5
     "alderlake",  # AVX-VNNI without AVX-512: Intel 12th gen and later desktops/laptops
-    # AVX-512 BF16 + AMX tiles: Sapphire / Emerald / Granite Rapids Xeons, most current cloud
-    # servers. llama.cpp multiplies Q4_K/Q6_K weights on AMX during prefill (issue 44);
-    # picked only where the CPU has AMX (its score needs amx_int8), so no other CPU changes.
-    "sapphirerapids",
+    # Not "sapphirerapids" (AMX tiles): llama.cpp's AMX matmul dies with SIGILL on Sapphire Rapids
+    # VMs (the tile permission is requested in one thread, used in others), and compiling it
+    # doubled a cold install. Those Xeons get "icelake", which answers right there, and the
+    # first load probes every variant anyway (kohaku_rag/llm/cpu_probe.py).
 )
 CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF",

@@ -93,11 +93,17 @@ def worker(lake: Path, questions_csvs: list[Path], n: int, config: Path | None) 
 
 
 def cpu_backend() -> str:
+    """The llama.cpp CPU variant this checkout runs here (older checkouts: their own loader)."""
     try:
-        from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
-    except ImportError:  # a checkout from before per-CPU variants: its llama.cpp has the CPU code built in
-        return "built in"
-    return ensure_cpu_backend().variant
+        from kohaku_rag.llm.cpu_verdicts import trusted_cpu_backend
+        from kohaku_rag.llm.model_files import bundled_model
+    except ImportError:
+        try:
+            from kohaku_rag.llm.cpu_backends import ensure_cpu_backend  # type: ignore[attr-defined]
+        except ImportError:  # from before per-CPU variants: its llama.cpp has the CPU code built in
+            return "built in"
+        return str(ensure_cpu_backend().variant)
+    return trusted_cpu_backend(bundled_model()).variant
 
 
 def fresh_lake(source: Path, dest: Path) -> Path:

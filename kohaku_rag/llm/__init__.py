@@ -87,12 +87,13 @@ def make_chat_model(spec: LLMSpec, lake_root: Path) -> ChatModel:
     lake_root = Path(lake_root)
     inner: ChatModel
     if spec.backend == "llama":
-        from kohaku_rag.llm.llama import LlamaCppChat
+        from kohaku_rag.llm.model_process import ModelProcess
 
         gguf = _gguf_path(spec.model, lake_root / "models")
         # The fixed prompt openings' KV states live beside the model file, as it does once per
-        # machine, so a new process starts warm (prefix_states.py).
-        inner = LlamaCppChat(gguf, n_ctx=spec.n_ctx, n_threads=spec.n_threads, state_dir=gguf.parent / "prefix-states")
+        # machine, so a new process starts warm (prefix_states.py). The model runs in a process
+        # of its own, so a crash in llama.cpp is an error here, not our death (model_process.py).
+        inner = ModelProcess(gguf, n_ctx=spec.n_ctx, n_threads=spec.n_threads, state_dir=gguf.parent / "prefix-states")
     else:
         from kohaku_rag.llm.openai_compat import OpenAIChat
 

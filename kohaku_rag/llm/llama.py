@@ -32,7 +32,7 @@ import numpy as np
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, loads_json
-from kohaku_rag.llm.cpu_backends import ensure_cpu_backend
+from kohaku_rag.llm.cpu_verdicts import trusted_cpu_backend
 from kohaku_rag.llm.prefix_states import PrefixStates
 from kohaku_rag.llm.reply_stream import reply_sink
 
@@ -255,7 +255,7 @@ class LlamaCppChat:
         except ImportError as exc:
             raise BackendError(f"llama-cpp-python is not installed ({exc}): {_INSTALL_HINT}") from None
         try:
-            ensure_cpu_backend()
+            trusted_cpu_backend(self.model_path)
         except RuntimeError as exc:
             raise BackendError(str(exc)) from None
         try:
@@ -314,7 +314,7 @@ class LlamaCppChat:
                 PARALLEL_SEQS,
                 self.n_threads,
                 llama_cpp.__version__,
-                ensure_cpu_backend().variant,
+                trusted_cpu_backend(self.model_path).variant,
             ]
         )
 

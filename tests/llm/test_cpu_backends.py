@@ -12,7 +12,9 @@ pytest.importorskip("llama_cpp")
 
 from llama_cpp_wheel import KEPT_VARIANTS, keep_variants  # noqa: E402
 
-from kohaku_rag.llm.cpu_backends import ensure_cpu_backend, variant_dirs  # noqa: E402
+from kohaku_rag.llm.cpu_backends import variant_dirs  # noqa: E402
+from kohaku_rag.llm.cpu_verdicts import trusted_cpu_backend  # noqa: E402
+from kohaku_rag.llm.model_files import bundled_model  # noqa: E402
 
 
 def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() -> None:
@@ -25,15 +27,13 @@ def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() ->
     (where,) = variant_dirs(package)
     variants = sorted(p.name for p in where.glob("libggml-cpu-*.so"))
     assert {"libggml-cpu-x64.so", "libggml-cpu-haswell.so", "libggml-cpu-skylakex.so"} <= set(variants)
-    backend = ensure_cpu_backend()
+    backend = trusted_cpu_backend(bundled_model())
     assert backend.path is not None and backend.path.name in variants
-    assert ensure_cpu_backend() is backend  # loaded once
+    assert trusted_cpu_backend(bundled_model()) is backend  # loaded once
     flags = Path("/proc/cpuinfo").read_text().split()
     if "avx512f" in flags:  # this machine: an AVX-512 variant, not the AVX2 one
         assert backend.variant not in ("x64", "sse42", "sandybridge", "ivybridge", "haswell", "piledriver")
-    if {"amx_tile", "amx_int8", "avx512_bf16"} <= set(flags):  # Sapphire / Emerald / Granite Rapids
-        assert backend.variant == "sapphirerapids"
-    elif {"avx512f", "avx512vbmi", "avx512_vnni"} <= set(flags):  # Ice Lake, Zen 4-5
+    if {"avx512f", "avx512vbmi", "avx512_vnni"} <= set(flags):  # Ice Lake, Sapphire Rapids, Zen 4-5
         assert backend.variant == "icelake"
 
 
@@ -68,7 +68,7 @@ def test_a_changed_variant_list_fails_the_build_loudly() -> None:
 
 
 def test_without_the_loader_llama_cpp_finds_no_cpu_backend(tmp_path: Path) -> None:
-    """What ensure_cpu_backend fixes, shown in a fresh process (the loader is process-wide)."""
+    """What trusted_cpu_backend fixes, shown in a fresh process (the loader is process-wide)."""
     from kohaku_rag.llm.model_files import bundled_model
 
     model = bundled_model()
