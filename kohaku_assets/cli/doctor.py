@@ -15,6 +15,8 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_index
 from kohaku_rag.doctor import Finding, check_lake, repair_lake
 from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.llm.cpu_verdicts import verdict_line
+from kohaku_rag.llm.model_files import BUNDLED_FILE, machine_model_dir
 
 __all__ = ["add_parser", "cmd_doctor"]
 
@@ -57,6 +59,11 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _model_line() -> str:
+    """The bundled model's CPU code on this machine (the verdict kept beside the model file)."""
+    return verdict_line(machine_model_dir() / BUNDLED_FILE)
+
+
 def cmd_doctor(args: argparse.Namespace, settings: KohakuSettings) -> int:
     """Exit 0 when nothing needs fixing, 1 when something does (after --repair: still does)."""
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
@@ -74,6 +81,7 @@ def cmd_doctor(args: argparse.Namespace, settings: KohakuSettings) -> int:
             else:
                 say(f"no corpus folder at {settings.corpus}: give --corpus to recompute and re-assemble")
         found = findings(settings)
+    say(_model_line())
     if args.json:
         print(json.dumps([asdict(f) for f in found]))
     else:

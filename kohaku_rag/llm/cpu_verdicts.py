@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kohaku_rag.atomic import atomic_path
 from kohaku_rag.llm.cpu_backends import (
@@ -57,6 +58,7 @@ __all__ = [
     "signal_name",
     "trusted_cpu_backend",
     "verdict_dir",
+    "verdict_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,25 @@ def kept_verdict(model_path: Path) -> Verdict | None:
     if folder is None:
         return None
     return _read(verdict_dir(model_path) / f"{build_key(variant_libraries(folder))}.json")
+
+
+def verdict_line(model_path: Path) -> str:
+    """What `kohaku doctor` says of the model's CPU code on this machine (no trial runs)."""
+    if os.environ.get(VARIANT_ENV):
+        return f"llama.cpp CPU backend: {os.environ[VARIANT_ENV]} (chosen by {VARIANT_ENV}, untried)"
+    try:
+        verdict = kept_verdict(model_path)
+    except ImportError:
+        return "llama.cpp CPU backend: llama-cpp-python is not installed (`make install`)"
+    if verdict is None:
+        package = llama_package_dir()
+        if variant_folder(package) is None:
+            return "llama.cpp CPU backend: built in (one CPU build, nothing to choose)"
+        return "llama.cpp CPU backend: not tried on this machine yet (the first answer tries the variants)"
+    if verdict.variant is None:
+        return f"{CpuBackend('none trusted', kept_out=verdict.kept_out())}: the next answer tries the rest"
+    chosen = CpuBackend(verdict.variant, kept_out=verdict.kept_out())
+    return f"{chosen}; to choose another: {VARIANT_ENV}=<variant>"
 
 
 def trusted_cpu_backend(model_path: Path) -> CpuBackend:
@@ -284,7 +305,7 @@ def _try(name: str, library: Path, model_path: Path) -> Trial:
 
 @dataclass(frozen=True)
 class _ChildOutcome:
-    result: object | None  # the child's final JSON value; None when it did not finish
+    result: Any  # the child's final JSON value; None when it did not finish
     how: str  # why not: "SIGILL", "no result in 300 s", "exit code 1: ..."
     last_step: str | None  # the last "step" line it printed before dying
     killed: bool = False  # ended by a signal or the time limit, not by an exit of its own
@@ -400,7 +421,7 @@ def _try_here(library: Path, model_path: Path) -> dict[str, object]:
         llm = Llama(model_path=str(model_path), n_ctx=256, n_threads=cores, n_threads_batch=cores, verbose=False)
     except ValueError as exc:
         return {"unloadable": str(exc)}
-    out = llm(TRIAL_PROMPT, max_tokens=_TRIAL_TOKENS, temperature=0.0)
+    out: Any = llm(TRIAL_PROMPT, max_tokens=_TRIAL_TOKENS, temperature=0.0)
     return {"text": out["choices"][0]["text"]}
 
 

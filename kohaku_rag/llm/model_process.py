@@ -17,6 +17,7 @@ that stdout (llama.cpp's own output goes to stderr), and exits when its stdin cl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -29,7 +30,8 @@ from typing import IO, Any
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatRequest, ChatResult, Message
-from kohaku_rag.llm.cpu_verdicts import VARIANT_ENV, record_crash, signal_name
+from kohaku_rag.llm.cpu_verdicts import VARIANT_ENV, record_crash, signal_name, trusted_cpu_backend
+from kohaku_rag.llm.llama import LlamaCppChat
 from kohaku_rag.llm.reply_stream import reply_sink, streaming_reply
 
 __all__ = ["ModelCrashed", "ModelProcess"]
@@ -187,10 +189,9 @@ class ModelProcess:
             proc.wait()
 
     def __del__(self) -> None:
-        try:
+        # At interpreter shutdown anything may fail: the child then sees its stdin close.
+        with contextlib.suppress(Exception):
             self._stop()
-        except Exception:  # noqa: BLE001, S110 - interpreter shutdown: the child sees its stdin close
-            pass
 
 
 def _exit_code(proc: subprocess.Popen[bytes] | None) -> int | None:
@@ -208,8 +209,6 @@ def _exit_code(proc: subprocess.Popen[bytes] | None) -> int | None:
 
 
 def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    from kohaku_rag.llm.llama import LlamaCppChat
-
     def send(kind: str, value: object) -> None:
         try:
             pickle.dump((kind, value), replies)
@@ -221,8 +220,6 @@ def _serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     try:
         chat = LlamaCppChat(**settings)
         chat.prompt_tokens((Message("user", "hi"),))  # loads the model and its CPU code now
-        from kohaku_rag.llm.cpu_verdicts import trusted_cpu_backend
-
         send("ready", str(trusted_cpu_backend(chat.model_path)))
     except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it
         send("error", exc if isinstance(exc, BackendError) else BackendError(f"{type(exc).__name__}: {exc}"))

@@ -50,7 +50,9 @@ def answer(model: Path, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_variant_that_crashes_or_computes_wrong_is_kept_out_and_the_answer_comes(tmp_path: Path) -> None:
+def test_a_variant_that_crashes_or_computes_wrong_is_kept_out_and_the_answer_comes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Before: llama.cpp loaded the best-scoring variant and the process died at its first
     matrix product (`make demo`: "Illegal instruction", exit -4, no message)."""
     folder = variant_folder_with(tmp_path, ("fakeamx", "CRASH", 1 << 21), ("fakewrong", "WRONG", 1 << 20))
@@ -80,6 +82,13 @@ def test_a_variant_that_crashes_or_computes_wrong_is_kept_out_and_the_answer_com
     assert "tried on this machine" not in second.stderr
     assert f"BACKEND llama.cpp CPU backend: {best} (fakeamx crashed here: SIGILL;" in second.stdout
     assert kept.stat().st_mtime_ns == stamp
+
+    # `kohaku doctor` says the same, from the kept verdict.
+    monkeypatch.setenv(VARIANTS_ENV, str(folder))
+    monkeypatch.delenv(cpu_verdicts.VARIANT_ENV, raising=False)
+    assert cpu_verdicts.verdict_line(model).startswith(
+        f"llama.cpp CPU backend: {best} (fakeamx crashed here: SIGILL; fakewrong wrong here: wrote"
+    )
 
 
 def test_a_faithful_variant_passes_its_trial_and_answers_like_the_real_one(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def fake_variant(folder: Path, name: str, mode: str | None, wraps: Path, score: 
     cc = shutil.which("cc") or shutil.which("gcc")
     assert cc, "a C compiler (cc) builds the fake variant"
     out = folder / f"libggml-cpu-{name}.so"
-    flags = [f"-DREAL_VARIANT=\"{wraps}\"", f"-DSCORE={score}", *([f"-D{mode}"] if mode else [])]
+    flags = [f'-DREAL_VARIANT="{wraps}"', f"-DSCORE={score}", *([f"-D{mode}"] if mode else [])]
     subprocess.run([cc, "-shared", "-fPIC", "-O1", *flags, "-o", str(out), str(SOURCE), "-ldl"], check=True)
     return out
 
@@ -51,7 +51,7 @@ def variant_folder_with(tmp: Path, *fakes: tuple[str, str | None, int]) -> Path:
     folder = tmp / "variants"
     folder.mkdir()
     real = real_variants()
-    for name, path in real.items():
+    for path in real.values():
         (folder / path.name).symlink_to(path)
     best = real[best_real_variant()]
     for name, mode, score in fakes:
