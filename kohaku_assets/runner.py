@@ -67,6 +67,7 @@ from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.indexing.prefetch import prefetch
 from kohaku_rag.lake_lock import LOCK_TOKEN_TAG, held_token, hold_lake
 from kohaku_rag.models import ModelPool
+from kohaku_rag.progress import format_eta
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.tree import NodeKind
 
@@ -327,13 +328,17 @@ def _run_index(
         report.failed.update(fetched.failed)
     build = sorted((set(plan.build) | set(plan.fetch)) - set(report.failed))
 
+    started = time.perf_counter()
+
     def record(n: int, doc_id: str, outcome: _DocOutcome) -> None:
+        left = len(build) - n
+        eta = f" (ETA {format_eta((time.perf_counter() - started) / n * left)})" if left else ""
         if outcome.error is None:
             report.recomputed.append(doc_id)
-            progress(f"[{n}/{len(build)}] indexed {doc_id} in {outcome.seconds:.1f}s")
+            progress(f"[{n}/{len(build)}] indexed {doc_id} in {outcome.seconds:.1f}s{eta}")
         else:
             report.failed[doc_id] = outcome.error
-            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {outcome.detail}")
+            progress(f"[{n}/{len(build)}] FAILED {doc_id}: {outcome.detail}{eta}")
 
     if cluster.parallel_runs() == 1:
         for n, doc_id in enumerate(build, start=1):

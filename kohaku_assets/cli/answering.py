@@ -38,6 +38,7 @@ from kohaku_rag.evaluation.scoring import score_answers
 from kohaku_rag.evaluation.submissions import write_submission_csv
 from kohaku_rag.experiments.cost import estimate
 from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.progress import eta_lines, listening
 
 Say = Callable[[str], None]
 
@@ -152,7 +153,9 @@ def _eval_config(
     # the run says why).
     with contextlib.suppress(ValueError, OSError):
         say(f"estimate: {estimate(settings.lake, [config_of(settings.lake, name)]).summary()}")
-    report = run_config(settings, name)
+    # The run's own progress lines go to Dagster's log: the terminal hears each question here.
+    with listening(eta_lines(say)):
+        report = run_config(settings, name)
     for asset_name in ("retrievals", "predictions", "ensembles"):
         meta = report.metadata.get(asset_name, {})
         say(f"{asset_name}: {'reused' if meta.get('reused') else 'computed'} ({meta.get('key', '')})")

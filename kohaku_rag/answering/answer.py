@@ -34,6 +34,7 @@ from kohaku_rag.answering.prompt import (
     computes,
     context_doc_ids,
     evidence_sentences,
+    explanation_cap,
     figure_images,
     format_context,
     is_true_false,
@@ -54,6 +55,7 @@ from kohaku_rag.answering.table_query import (
 )
 from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
 from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.answers.value_form import FORM_CHECK, form_problem
 from kohaku_rag.answers.vote import vote
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm import ChatModel, ChatRequest, ChatResult, ContextOverflowError
@@ -179,7 +181,8 @@ def _ask(
                 run.answer = Answer.blank(question.answer_unit)
                 continue
             _count(run, res)
-            answer = parse_reply(res.text, question, doc_ids, chose=bool(choices(question, items, gen)))
+            chose = bool(choices(question, items, gen))
+            answer = parse_reply(res.text, question, doc_ids, chose=chose, explanation_cap=explanation_cap(gen))
             working = None
             if computes(question, gen) and not answer.is_blank:
                 working = compute(reply_json(res.text) or {}, items, question.answer_unit)
@@ -190,6 +193,12 @@ def _ask(
             if working is not None and not working.founded and gen.abstain == "unfounded":
                 answer = Answer.blank(question.answer_unit)
             run.working = working.to_json() if working is not None else ""
+            problem = form_problem(question, answer, [i.text for i in items]) if gen.value_form == "abstain" else None
+            if problem is not None:  # not an answer of the asked form: an abstention that says why
+                run.log.append(
+                    {"attempt": run.attempts, "kind": FORM_CHECK, "k": len(items), "prompt": "", "reply": problem}
+                )
+                answer = Answer.blank(question.answer_unit)
             run.answer = with_confidence(answer, res)
         return items
 

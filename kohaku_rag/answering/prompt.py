@@ -14,14 +14,18 @@
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answering.stages import BLANK_RULE, SINGLE, Stage
-from kohaku_rag.answers.answer_forms import asks_for_several, asks_to_compute, several_values_rule
+from kohaku_rag.answers.answer_forms import (
+    asks_for_several,
+    asks_to_compute,
+    asks_true_false,
+    several_values_rule,
+)
 from kohaku_rag.answers.normalise import is_blank_value
 from kohaku_rag.answers.records import Question
 from kohaku_rag.llm import ChatRequest, Message
@@ -37,6 +41,11 @@ EXPLAIN_RULE = "explanation: a few words quoting the fact from the context."
 SHORT_EXPLAIN_RULE = "explanation: one short sentence naming the fact in the context."
 WORDS_RULE = "answer: the answer in a few words."
 REF_RULE = "ref_id: the ref_id of each passage you used."
+# The explanation's length in characters, at most: it bounds the reply's generation time on a
+# slow CPU model; an explanation cut there is shortened to its last whole sentence or word
+# (reply.py), never shown cut mid-word.
+EXPLANATION_CAP = 120
+SHORT_EXPLANATION_CAP = 60
 
 # Words of the field rules that no answer holds. The bundled 1.5B model now and then copies
 # a rule into its field (answer "the answer in a few words", answer_value "only the number
@@ -121,11 +130,10 @@ def format_context(items: Sequence[ContextItem], titles: bool = False) -> str:
 
 
 # "True or False: ..." / "true/false - ...": the statement follows the prefix and its punctuation.
-TRUE_FALSE_PREFIX = re.compile(r"^\s*true(?: or |/)false[\s:?.\-]*", re.IGNORECASE)
 
 
 def is_true_false(question: Question) -> bool:
-    return TRUE_FALSE_PREFIX.match(question.question) is not None
+    return asks_true_false(question)
 
 
 def build_messages(
@@ -232,13 +240,13 @@ def answer_schema(
             "answer_value": value,
             "ref_id": refs,
             "answer": words,
-            "explanation": {"type": "string", "maxLength": 60},
+            "explanation": {"type": "string", "maxLength": SHORT_EXPLANATION_CAP},
             "is_blank": {"type": "boolean"},
         }
         if value_first
         else {
             **quote,
-            "explanation": {"type": "string", "maxLength": 120},
+            "explanation": {"type": "string", "maxLength": EXPLANATION_CAP},
             **working,
             "answer": words,
             "answer_value": value,
@@ -331,6 +339,11 @@ def computes(question: Question, gen: GenerationPart) -> bool:
         and not is_true_false(question)
         and not asks_for_several(question)
     )
+
+
+def explanation_cap(gen: GenerationPart) -> int:
+    """The reply schema's explanation length for this config's field order."""
+    return SHORT_EXPLANATION_CAP if gen.reply_order == "value_first" else EXPLANATION_CAP
 
 
 def choices(question: Question, items: Sequence[ContextItem], gen: GenerationPart) -> list[str]:

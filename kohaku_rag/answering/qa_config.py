@@ -50,8 +50,9 @@ CHOOSES = ("off", "candidates")
 # change, so predictions stored under the old wording are not reused as if current (4: a
 # bare number pair answering a range question is read as the range; 5: a reply field that
 # copies its rule's words is read as empty, a copied value as an abstention; "$800M" read
-# as 800000000).
-ANSWER_FORMAT = 5
+# as 800000000; 6: a value not of the asked form is an abstention with its reason,
+# scientific notation "(3.3,10^18)" is read).
+ANSWER_FORMAT = 6
 # The question-type detector and routes (question_types.py) and the stage prompt rules
 # (stages.py) as of this number; hashed only by a config that routes or answers in two stages.
 STAGE_FORMAT = 1
@@ -197,6 +198,10 @@ class GenerationPart:
     # it when log P(Yes) - log P(No) is below abstain_margin (support_check.py); "off" keeps it.
     abstain: Literal["off", "unfounded", "unsupported"] = "off"
     abstain_margin: Annotated[float, Range(-100.0, 100.0)] = 0.0
+    # A value not of the form the question asks (a number in its unit, true/false, a name the
+    # passages use: answers/value_form.py) is never an answer: "abstain" makes it an
+    # abstention that says why; "off" keeps whatever the reply wrote.
+    value_form: Literal["off", "abstain"] = "abstain"
     # Choose, don't generate (choose.py): for a question with a unit, "candidates" makes
     # answer_value a choice among the values the context's marked sentences state in that
     # unit (converted to it), "other", and with compute "computed"; "off": a free string.

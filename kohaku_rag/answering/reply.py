@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from kohaku_rag.answering.choose import COMPUTED, OTHER
-from kohaku_rag.answering.prompt import copies_a_rule
+from kohaku_rag.answering.prompt import EXPLANATION_CAP, copies_a_rule
 from kohaku_rag.answers.answer_forms import range_from_pair
 from kohaku_rag.answers.normalise import expand_stated_magnitude, normalise_answer
 from kohaku_rag.answers.records import Answer, Question
@@ -24,7 +25,9 @@ def reply_json(text: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bool = False) -> Answer:
+def parse_reply(
+    text: str, question: Question, doc_ids: Sequence[str], chose: bool = False, explanation_cap: int = EXPLANATION_CAP
+) -> Answer:
     """The reply as a normalised Answer; unusable replies, is_blank and a value that copies
     its rule's words (prompt.copies_a_rule) become the abstention.
     `chose`: answer_value was a choice (choose.py), whose "other"/"computed" mean the value
@@ -44,6 +47,7 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bo
     if copies_a_rule(value):
         return Answer.blank(question.answer_unit)
     words, explanation = ("" if copies_a_rule(t) else t for t in (words, explanation))
+    explanation = ended(explanation, explanation_cap)
     if chose and value in (OTHER, COMPUTED):
         value = words
     value = range_from_pair(question, value)  # "0.8,3500" asked as a range is [0.8,3500]
@@ -56,6 +60,22 @@ def parse_reply(text: str, question: Question, doc_ids: Sequence[str], chose: bo
         supporting_materials=str(data.get("evidence") or "").strip(),
     )
     return normalise_answer(answer, question.answer_unit, known_ref_ids=doc_ids)
+
+
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s)")
+
+
+def ended(text: str, cap: int) -> str:
+    """`text` as a reader sees it: whole when the model ended it itself; when it ran into the
+    schema's cap (`cap` characters), cut back to its last whole sentence, else to its last
+    whole word with an ellipsis, never mid-word."""
+    if len(text) < cap - 1 or text.endswith((".", "!", "?")):
+        return text
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    if ends and ends[-1] >= len(text) // 3:
+        return text[: ends[-1]]
+    head = text[: text.rfind(" ")] if " " in text else text
+    return head.rstrip(" ,;:-(") + "…"
 
 
 def with_confidence(answer: Answer, res: ChatResult) -> Answer:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from kohaku_rag.answering.prompt import TRUE_FALSE_PREFIX, format_context, system_prompt
+from kohaku_rag.answering.prompt import format_context, system_prompt
 from kohaku_rag.answering.qa_config import GenerationPart
+from kohaku_rag.answers.answer_forms import TRUE_FALSE_PREFIX
 from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm import ChatRequest
 from kohaku_rag.llm.base import one_word_request, word_logodds

@@ -48,7 +48,13 @@ _RANGE = re.compile(r"\brange\b", re.IGNORECASE)
 _NUM = r"-?\d+(?:\.\d+)?"
 _BARE_PAIR = re.compile(rf"^\s*({_NUM})\s*[,;]\s*({_NUM})\s*$")
 _THOUSANDS = re.compile(r"^\s*-?\d{1,3},\d{3}\s*$")
-_TRUE_FALSE = re.compile(r"^\s*true\s+or\s+false\b", re.IGNORECASE)
+# "True or False: ...", "True/False - ...": a statement whose answer is 1 or 0.
+TRUE_FALSE_PREFIX = re.compile(r"^\s*true\s*(?:\bor\b|/)\s*false\b[\s:?.\-]*", re.IGNORECASE)
+
+
+def asks_true_false(question: Question) -> bool:
+    """The question is a true/false statement (answered 1 or 0)."""
+    return TRUE_FALSE_PREFIX.match(question.question) is not None
 
 
 def asks_for_several(question: Question) -> bool:
@@ -56,7 +62,7 @@ def asks_for_several(question: Question) -> bool:
     module docstring); never a true/false statement."""
     if "Reconcile" in question.flags:
         return True
-    return _TRUE_FALSE.match(question.question) is None and _SEVERAL.search(question.question) is not None
+    return not asks_true_false(question) and _SEVERAL.search(question.question) is not None
 
 
 def several_values_rule(unit: str | None) -> str:
@@ -69,12 +75,12 @@ def asks_to_compute(question: Question) -> bool:
     """The question's one value is computed from values the context states (see the module
     docstring); never a true/false statement nor a question asking for several values."""
     text = question.question
-    return _TRUE_FALSE.match(text) is None and not asks_for_several(question) and _COMPUTES.search(text) is not None
+    return not asks_true_false(question) and not asks_for_several(question) and _COMPUTES.search(text) is not None
 
 
 def asks_for_range(question: Question) -> bool:
     """The question asks for a range of values (never a true/false statement)."""
-    return _TRUE_FALSE.match(question.question) is None and _RANGE.search(question.question) is not None
+    return not asks_true_false(question) and _RANGE.search(question.question) is not None
 
 
 def range_from_pair(question: Question, value: str) -> str:

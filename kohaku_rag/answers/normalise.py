@@ -122,7 +122,8 @@ def parse_value(text: object, expected_unit: str | None = None) -> ParsedValue:
     alone: "4 bit quantization" stays text there, while "40" still reads as a number.
     """
     raw = "" if text is None else str(text)
-    stripped = _unquote(unicodedata.normalize("NFKC", raw).strip())
+    # Superscript exponents first: NFKC would make "10¹⁸" read "1018".
+    stripped = _unquote(unicodedata.normalize("NFKC", scientific_as_e(raw)).strip())
     if is_blank_value(stripped):
         return ParsedValue("blank", BLANK)
     word = stripped.rstrip(".").strip().lower()
@@ -139,6 +140,37 @@ def parse_value(text: object, expected_unit: str | None = None) -> ParsedValue:
 
     parsed = _parse_bracket(candidate) or _parse_range(candidate, allow_tail) or _parse_number(candidate, allow_tail)
     return parsed or ParsedValue("text", stripped)
+
+
+_SUPERSCRIPTS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
+_SUPERSCRIPT = str.maketrans(_SUPERSCRIPTS, "0123456789-+")
+_POWER = r"10\s*(?:\^|\*\*)\s*(?P<open>\()?\s*(?P<exp>[-+−]?\d+)(?(open)\s*\))"
+# "3.3 x 10^18", "3.3×10^18", "3.3*10**18", "3.3 · 10^18"
+_TIMES_POWER = re.compile(rf"(?P<man>\d+(?:\.\d+)?)\s*(?:[x×*·⋅])\s*{_POWER}")
+# "(3.3,10^18)": a mantissa and its power written as a pair (the bundled model's spelling)
+_PAIR_POWER = re.compile(rf"^\(?\s*(?P<man>-?\d+(?:\.\d+)?)\s*,\s*{_POWER}\s*\)?$")
+_BARE_POWER = re.compile(rf"(?<![\d.]){_POWER}")
+_PARENTHESISED_E = re.compile(r"^\(\s*(-?\d+(?:\.\d+)?e[-+]?\d+)\s*\)$")
+_SUPERSCRIPT_POWER = re.compile(f"10([{_SUPERSCRIPTS}]+)")
+
+
+def scientific_as_e(text: str) -> str:
+    """Scientific notation written out as E-notation: "3.3×10^18", "3.3 x 10¹⁸" and the pair
+    "(3.3,10^18)" -> "3.3e18"; "10^9" -> "1e9". Anything else is returned unchanged."""
+    if "10" not in text:
+        return text
+    flat = _SUPERSCRIPT_POWER.sub(lambda m: "10^" + m.group(1).translate(_SUPERSCRIPT), text)
+    pair = _PAIR_POWER.match(flat)
+    if pair:
+        return f"{pair.group('man')}e{_exponent(pair)}"
+    flat = _TIMES_POWER.sub(lambda m: f"{m.group('man')}e{_exponent(m)}", flat)
+    flat = _BARE_POWER.sub(lambda m: f"1e{_exponent(m)}", flat)
+    alone = _PARENTHESISED_E.match(flat)
+    return alone.group(1) if alone else flat
+
+
+def _exponent(match: re.Match[str]) -> str:
+    return match.group("exp").replace("−", "-").lstrip("+")
 
 
 def canonical_value(text: object, expected_unit: str | None = None) -> str:

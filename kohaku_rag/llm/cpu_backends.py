@@ -2,8 +2,7 @@
 
 Why: `make install` builds llama-cpp-python with `GGML_BACKEND_DL=ON GGML_CPU_ALL_VARIANTS=ON`,
 llama.cpp's portable way to be fast: the CPU code is compiled once per CPU generation (x64,
-AVX2 "haswell", AVX-512 "skylakex", "icelake", AVX-VNNI "alderlake": the ones real x86-64
-machines need, tools/llama_cpp_wheel.py) as separate libraries. Measured on this project's
+AVX2 "haswell", AVX-512 "icelake": tools/llama_cpp_wheel.py) as separate libraries. Measured on this project's
 2-core machine: prompt prefill 103 tok/s with an AVX-512 variant against 67-74 tok/s for the
 AVX2-only build, generation unchanged.
 

@@ -58,7 +58,7 @@ class Documents:
         row = read_source(self.lake, doc_id)
         nodes = self.tree(doc_id)
         pages = max((n.page for n in nodes if n.page is not None), default=None) if row["format"] == "pdf" else None
-        return DocumentInfo(doc_id, row["title"] or doc_id, row["url"], row["format"], Path(row["path"]), pages)
+        return DocumentInfo(doc_id, _title(doc_id, row, nodes), row["url"], row["format"], Path(row["path"]), pages)
 
     def tree(self, doc_id: str) -> list[Node]:
         doc_id = self._known(doc_id)
@@ -219,3 +219,14 @@ def _nearest(line: list[tuple], token: str, x: float, start: bool) -> float:
         return x
     best = min(matches, key=lambda v: abs(v - x))
     return float(best) if abs(best - x) < 60 else x
+
+
+def _title(doc_id: str, row: dict[str, str], nodes: list[Node]) -> str:
+    """metadata.csv's title; without one, the title the parser read from the document (a PDF's
+    metadata or its first page's heading), never the file name when there is another."""
+    file_name = Path(row["path"]).stem
+    parsed = next((n.title for n in nodes if n.kind is NodeKind.DOCUMENT), "")
+    for title in (row["title"], parsed):
+        if title and title.strip() and title.strip() not in (doc_id, file_name):
+            return title.strip()
+    return doc_id

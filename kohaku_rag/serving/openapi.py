@@ -59,6 +59,10 @@ ANSWER = _obj(
     rewrite_failed=STR,
     explanation=STR,
     is_blank=BOOL,
+    # why there is no answer, when the reply's value was not of the asked form (else null)
+    abstained_because={"type": ["string", "null"]},
+    # whether the cited passages state the value; null for an abstention
+    support={"anyOf": [_obj(["stated", "note"], stated=BOOL, note=STR), {"type": "null"}]},
     cited={"type": "array", "items": CITED},
     context={"type": "array", "items": CONTEXT_ITEM},
     raw={"type": "array", "items": {"type": "object"}},

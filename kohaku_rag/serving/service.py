@@ -23,9 +23,11 @@ import pyarrow.parquet as pq
 import kohaku_rag as kr
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.followup import Turn, rewrite_followup
+from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
+from kohaku_rag.answers.value_form import FORM_CHECK
 from kohaku_rag.errors import BackendError, IndexUnavailable, KohakuError
 from kohaku_rag.lake import Lake, check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
@@ -372,6 +374,7 @@ class AnswerService:
 
     def response(self, result: kr.AskResult, config: str, seconds: float) -> dict[str, Any]:
         pred = result.prediction
+        cited = [self.citation(item, result.value) for item in result.cited]
         return {
             "question": result.question,
             "answer": result.answer,
@@ -381,7 +384,12 @@ class AnswerService:
             "refs": list(result.refs),
             "explanation": result.explanation,
             "is_blank": result.is_blank,
-            "cited": [self.citation(item, result.value) for item in result.cited],
+            "cited": cited,
+            # Why there is no answer, in words, when the reply's value was not of the asked form.
+            "abstained_because": abstention_reason(pred) if result.is_blank else None,
+            # Whether the cited passages state the value ("stated"), or not ("not stated": the
+            # card says to check it); null for an abstention.
+            "support": None if result.is_blank else support_of(pred, cited),
             "context": [self.context_item(i) for i in pred.context],
             "raw": [{k: d.get(k) for k in RAW_FIELDS} for d in pred.debug],
             "seconds": round(seconds, 3),
@@ -479,3 +487,24 @@ def _mtime(path: Path) -> int | None:
         return path.stat().st_mtime_ns
     except OSError:
         return None
+
+
+def abstention_reason(pred: Prediction) -> str | None:
+    """The form check's reason (answers/value_form.py) when it turned the reply into an abstention."""
+    reasons = [str(d.get("reply")) for d in pred.debug if d.get("kind") == FORM_CHECK]
+    return reasons[-1] if reasons else None
+
+
+def support_of(pred: Prediction, cited: list[dict[str, Any]]) -> dict[str, Any]:
+    """{"stated": bool, "note": plain words}: a cited passage states the value (a sentence or a
+    table cell holds it) and the model's support check, where one ran, did not doubt it."""
+    in_text = any(c["states_value"] or c["cell"] for c in cited)
+    doubted = pred.support_logodds is not None and pred.support_logodds < 0
+    if in_text and not doubted:
+        return {"stated": True, "note": ""}
+    note = (
+        "The cited passages do not state this value: it may be computed or misread. Check it against them."
+        if not in_text
+        else "The model doubts the cited passages state this value. Check it against them."
+    )
+    return {"stated": False, "note": note}

@@ -38,3 +38,17 @@ def test_the_eval_summary_and_the_stored_rows_say_where_the_time_went(env, capsy
     assert "evaluated" not in line
     assert run_rows(settings, cfg2) == rows
     assert all(r["prompt_tokens_evaluated"] is None for r in run_rows(settings, cfg2, run=1).values())
+
+
+def test_eval_prints_a_line_per_question_with_an_eta(env, capsys):
+    """Before: `kohaku eval` printed its estimate, then nothing until the run ended (the run's
+    progress lines went to Dagster's log only), 13 minutes of silence on 133 questions."""
+    settings, server, questions = env
+    write_config(settings, "ticks", server, questions)
+    args = ["--lake", settings.lake_root, "--corpus", settings.corpus_dir, "--questions", str(questions)]
+    assert cli_main(["eval", "--config", "ticks", "--json", *args]) == 0
+    err = capsys.readouterr().err.splitlines()
+    total = len([q for q in questions.read_text().splitlines()[1:] if q.strip()])
+    answered = [x for x in err if x.startswith("answered ")]
+    assert [x.split()[1] for x in answered] == [f"{n}/{total}" for n in range(1, total + 1)], err
+    assert all("(ETA " in x for x in answered[:-1]) and "(done in " in answered[-1]

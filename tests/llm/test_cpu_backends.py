@@ -26,7 +26,7 @@ def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() ->
     package = Path(llama_cpp.__file__).parent
     (where,) = variant_dirs(package)
     variants = sorted(p.name for p in where.glob("libggml-cpu-*.so"))
-    assert {"libggml-cpu-x64.so", "libggml-cpu-haswell.so", "libggml-cpu-skylakex.so"} <= set(variants)
+    assert {"libggml-cpu-x64.so", "libggml-cpu-haswell.so", "libggml-cpu-icelake.so"} <= set(variants)
     backend = trusted_cpu_backend(bundled_model())
     assert backend.path is not None and backend.path.name in variants
     assert trusted_cpu_backend(bundled_model()) is backend  # loaded once
@@ -37,7 +37,7 @@ def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() ->
         assert backend.variant == "icelake"
 
 
-def test_the_install_holds_only_the_variants_real_machines_need() -> None:
+def test_the_install_holds_only_the_kept_variants() -> None:
     """Fails on main: all 14 x86 variants and the unused multimodal library were built (a
     cold `make install` took 7 min 12 s, 5 min 13 s now). An older .venv: `make install` rebuilds it."""
     import llama_cpp
@@ -91,3 +91,13 @@ def test_variant_dirs_finds_the_wheel_s_bin_folder(tmp_path: Path) -> None:
     (package.parent / "bin").mkdir()
     (package.parent / "bin" / "libggml-cpu-haswell.so").touch()
     assert variant_dirs(package) == [package.parent / "bin"]
+
+
+def test_libllama_is_built_lighter_or_the_build_fails_loudly() -> None:
+    from llama_cpp_wheel import lighter_llama
+
+    target = "target_compile_features   (llama PRIVATE cxx_std_17) # don't bump\n"
+    patched = lighter_llama("add_library(llama x.cpp)\n" + target)
+    assert "target_compile_options(llama PRIVATE -O1)" in patched and "llama-grammar.cpp" in patched
+    with pytest.raises(ValueError, match="changed its llama target"):
+        lighter_llama("add_library(llama x.cpp)\n")

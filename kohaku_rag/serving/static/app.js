@@ -389,6 +389,12 @@ function showAnswer(r) {
   $("unit-out").textContent = r.is_blank ? "" : unitText(r);
   $("answer-text").textContent = answerLine(r);
   $("explanation").textContent = r.explanation && r.explanation !== "is_blank" ? r.explanation : "";
+  // An abstention says why when the reply's value was not of the asked form; a value the
+  // cited passages do not state says to check it.
+  $("why-blank").textContent = r.is_blank && r.abstained_because ? "Not shown as an answer: " + r.abstained_because + "." : "";
+  $("why-blank").hidden = !$("why-blank").textContent;
+  $("support-note").textContent = !r.is_blank && r.support && !r.support.stated ? r.support.note : "";
+  $("support-note").hidden = !$("support-note").textContent;
   // a value read from a table: which cell ("Table 2, row text generation, column mean")
   const cells = r.is_blank ? [] : r.cited.filter((c) => c.cell).map((c) => cellText(c.cell));
   $("cell").textContent = [...new Set(cells)].join("; ");
