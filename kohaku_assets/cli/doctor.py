@@ -15,8 +15,10 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_index
 from kohaku_rag.doctor import Finding, check_lake, repair_lake
 from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.llm.cpu_verdicts import verdict_line
-from kohaku_rag.llm.model_files import BUNDLED_FILE, machine_model_dir
+from kohaku_rag.llm.model_files import BUNDLED_FILE, bundled_model, machine_model_dir
+from kohaku_rag.llm.model_process import ModelProcess
 
 __all__ = ["add_parser", "cmd_doctor"]
 
@@ -64,6 +66,30 @@ def _model_line() -> str:
     return verdict_line(machine_model_dir() / BUNDLED_FILE)
 
 
+# ~600 prompt tokens of plain text: long enough for a stable prefill rate, short enough to wait for.
+_SPEED_TEXT = " ".join(f"Site {i} used {100 + i} MWh of electricity in {2000 + i % 20}." for i in range(60))
+
+
+def machine_speed() -> str:
+    """The bundled model's prefill and generation tokens/s on this machine, measured now in its
+    own process (the figure the docs' timings are quoted with)."""
+    model = ModelProcess(bundled_model(), n_ctx=2048, state_dir=None)
+    try:
+        model.complete(ChatRequest((Message("user", "hi"),), max_tokens=1))  # load and page in
+        prefill = model.complete(ChatRequest((Message("user", _SPEED_TEXT),), max_tokens=1))
+        story = ChatRequest((Message("user", "Write a long story about a lighthouse."),), max_tokens=48)
+        generation = model.complete(story)
+    finally:
+        model.close()
+    evaluated = prefill.prompt_tokens_evaluated or prefill.prompt_tokens
+    gen_rate = max(generation.completion_tokens - 1, 1) / max(generation.seconds, 1e-6)
+    return (
+        f"this machine ({os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}): "
+        f"prefill {evaluated / max(prefill.seconds, 1e-6):.0f} tokens/s, generation about {gen_rate:.0f} tokens/s "
+        "(an answer's prompt is ~1,000-1,500 tokens; its reply ~80)"
+    )
+
+
 def cmd_doctor(args: argparse.Namespace, settings: KohakuSettings) -> int:
     """Exit 0 when nothing needs fixing, 1 when something does (after --repair: still does)."""
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
@@ -82,6 +108,8 @@ def cmd_doctor(args: argparse.Namespace, settings: KohakuSettings) -> int:
                 say(f"no corpus folder at {settings.corpus}: give --corpus to recompute and re-assemble")
         found = findings(settings)
     say(_model_line())
+    if args.speed:
+        say(machine_speed())
     if args.json:
         print(json.dumps([asdict(f) for f in found]))
     else:
@@ -99,4 +127,9 @@ def add_parser(
     )
     p.add_argument("--repair", action="store_true", help="apply the fixes, then check again")
     p.add_argument("--json", action="store_true", help="last line: the findings as JSON")
+    p.add_argument(
+        "--speed",
+        action="store_true",
+        help="also time the bundled model here (prefill, generation; ~1 min)",
+    )
     p.set_defaults(func=lambda a: cmd_doctor(a, settings_of(a)))

@@ -184,6 +184,9 @@ def trusted_cpu_backend(model_path: Path) -> CpuBackend:
         if _loaded is not None:
             return _loaded
         package = llama_package_dir()
+        quiet = logging.getLogger("llama-cpp-python")  # ggml's "load_backend: ..." line; we report our own
+        if quiet.level == logging.NOTSET:
+            quiet.setLevel(logging.ERROR)
         _loaded = builtin_backend(package) or _choose(package, Path(model_path))
         return _loaded
 

@@ -17,8 +17,12 @@ def test_a_pdf_without_a_metadata_row_takes_its_own_title(tmp_path: Path) -> Non
     """Before: the ask page's chip read "report_2023", the file name."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "report_2023.pdf").write_bytes(render_pdf(TEXT, columns=1, metadata={"title": "Cooling water audit"}))
-    (corpus / "listed.pdf").write_bytes(render_pdf(TEXT, columns=1, metadata={"title": "Its own title"}))
+    (corpus / "report_2023.pdf").write_bytes(
+        render_pdf(TEXT, columns=1, running_header="Audit", metadata={"title": "Cooling water audit"})
+    )
+    (corpus / "listed.pdf").write_bytes(
+        render_pdf(TEXT, columns=1, running_header="Audit", metadata={"title": "Its own title"})
+    )
     (corpus / "metadata.csv").write_text("id,title,url\nlisted,The listed title,https://example.org/a.pdf\n")
     summary = kr.index(corpus, tmp_path / "lake", progress=lambda _m: None)
     assert not summary.failed, summary.failed
