@@ -73,7 +73,8 @@ browser:
 serve: $(STAMP)
 	$(BIN)/kohaku serve
 
-# The WattBot corpus indexed by 2 Celery workers on a PostgreSQL instance; stops what it starts.
+# The bundled sample corpus (or, with CLUSTER_DEMO_ARGS="--wattbot DIR", the WattBot payloads) indexed
+# by 2 Celery workers on a PostgreSQL instance; stops what it starts.
 cluster-demo: $(STAMP) cluster-servers
 	$(BIN)/python -m kohaku_assets.cluster.demo $(CLUSTER_DEMO_ARGS)
 
