@@ -19,7 +19,7 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
 from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
-from kohaku_rag.serving.limits import ClientRate
+from kohaku_rag.serving.limits import ClientAddress, ClientRate
 from kohaku_rag.serving.served_store import job_of
 from kohaku_rag.serving.service import Answered, AnswerService
 from kohaku_rag.serving.sse import event
@@ -259,7 +259,8 @@ async def feedback(request: Request) -> Response:
     jobs = jobs_of(request)
     service = jobs.service
     rate: ClientRate = request.app.state.feedback_rate
-    wait = rate.wait_seconds(request.client.host if request.client else "")
+    client: ClientAddress = request.app.state.client_address
+    wait = rate.wait_seconds(client.of(request.scope))
     if wait:
         raise ApiError(429, f"feedback: at most {rate.per_minute} posts a minute from one client; "
                        f"try again in {wait:.0f} s", code="rate_limited",
