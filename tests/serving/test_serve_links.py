@@ -12,6 +12,7 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 from asgi_server import serving
+from browser import chromium, chromium_missing
 from serving_corpus import WATER_QUESTION
 
 from kohaku_rag.indexing.corpus import read_metadata_checked
@@ -99,3 +100,15 @@ def test_a_stored_answer_from_before_the_rule_is_served_without_its_link(app, se
     assert again["stored"] is True and again["cited"]
     for body in (again, by_id):
         assert [c["url"] for c in body["cited"]] == [""] * len(body["cited"]), body["cited"]
+
+
+@pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
+def test_the_page_makes_a_source_link_of_a_web_url_only(app) -> None:
+    """The page's own check (a stored answer or another server could still send one): in a
+    real headless Chromium, the function the evidence link is built with."""
+    with serving(app) as url, chromium() as driver:
+        driver.get(url + "/")
+        given = [HOSTILE, " JaVaScRiPt:alert(1)", "java\tscript:alert(1)", "data:text/html,x", "/relative", "",
+                 None, "https://example.org/a.pdf", "http://example.org/b"]  # fmt: skip
+        kept = driver.execute_script("return arguments[0].map((u) => webLink(u));", given)
+    assert kept == ["", "", "", "", "", "", "", "https://example.org/a.pdf", "http://example.org/b"]
