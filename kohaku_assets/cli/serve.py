@@ -15,6 +15,7 @@ from kohaku_assets.runner import PROCESS_MODELS
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.http_retry import check_api_key_env
 from kohaku_rag.serving.app import build_app
+from kohaku_rag.serving.limits import proxy_networks
 from kohaku_rag.serving.settings import ServeSettings, check_exposure
 
 
@@ -33,6 +34,8 @@ def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[
     for flag in ("feedback_per_minute", "feedback_per_answer"):
         if getattr(args, flag, 1) < 1:
             raise ValueError(f"--{flag.replace('_', '-')}: give a whole number of at least 1")
+    proxies = tuple(getattr(args, "trusted_proxy", None) or ())
+    proxy_networks(proxies)  # a value that is no address is refused before the server starts
     served = ServeSettings(
         lake=Path(settings.lake.root),
         config=args.config,
@@ -40,6 +43,7 @@ def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[
         cors_origin=args.cors or None,
         feedback_per_minute=getattr(args, "feedback_per_minute", ServeSettings.feedback_per_minute),
         feedback_per_answer=getattr(args, "feedback_per_answer", ServeSettings.feedback_per_answer),
+        trusted_proxies=proxies,
     )
     return served, warning
 
@@ -50,7 +54,10 @@ def cmd_serve(args: argparse.Namespace, settings: KohakuSettings) -> int:
         print(warning, file=sys.stderr)
     app = build_app(served, PROCESS_MODELS)
     print(f"kohaku serve: http://{args.host}:{args.port}/ for the lake {served.lake} (Ctrl-C stops)")
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    # uvicorn's own proxy headers are off: by default it believes X-Forwarded-For from
+    # loopback, which let any local client pick its rate budget; the app reads the header
+    # itself, only from --trusted-proxy peers
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False, proxy_headers=False)
     return 0
 
 
@@ -88,5 +95,13 @@ def add_parser(
         default=ServeSettings.feedback_per_answer,
         metavar="N",
         help="verdicts kept on one answer, over every process on the lake (default: %(default)s)",
+    )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=None,
+        metavar="ADDRESS",
+        help="a reverse proxy (IP address or network; repeat for more) whose X-Forwarded-For names the client "
+        "for the feedback rate; from any other peer the header is ignored (default: none)",
     )
     p.set_defaults(func=lambda args: cmd_serve(args, settings_of(args)))

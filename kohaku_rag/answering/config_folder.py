@@ -2,7 +2,8 @@
 
 Configs are named by their file stem. `kohaku eval` on another question file derives a
 config `<name>--<csv stem>` next to the original (one file per question set, so several
-sets coexist); `default` is written from the defaults the first time it is asked for.
+sets coexist): a file naming the original and the question file, nothing copied from it;
+`default` is written from the defaults the first time it is asked for.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from kohaku_rag.answering.ensemble_spec import EnsembleSpec, dump_spec, load_ensemble_spec
 from kohaku_rag.answering.qa_config import QAConfig
-from kohaku_rag.answering.qa_config_file import dump_json, dump_toml, load_qa_config
+from kohaku_rag.answering.qa_config_file import derived_base, dump_derived, dump_toml, load_qa_config
 from kohaku_rag.config_files import named_files
 from kohaku_rag.lake import Lake, check_key
 
@@ -113,7 +114,10 @@ def eval_config_name(lake: Lake, name: str, questions: Path) -> str:
     if Path(cfg.questions).resolve() == questions:
         return name
     derived = check_key(f"{name}--{questions.stem}")
-    _write_if_changed(folder / f"{derived}.json", dump_json(dataclasses.replace(cfg, questions=str(questions))))
+    # the derived file names its source (never a copy of its credentials); a derived config
+    # re-aimed again names the same source
+    base = derived_base(files[name]) or name
+    _write_if_changed(folder / f"{derived}.json", dump_derived(base, questions))
     return derived
 
 

@@ -24,7 +24,14 @@ from kohaku_rag.answering.qa_config import (
     default_questions,
 )
 from kohaku_rag.answers.question_files import question_file_problem
-from kohaku_rag.config_files import CONFIG_SUFFIXES, ConfigKeyError, from_mapping, locate, read_config_data
+from kohaku_rag.config_files import (
+    CONFIG_SUFFIXES,
+    ConfigKeyError,
+    from_mapping,
+    locate,
+    named_files,
+    read_config_data,
+)
 from kohaku_rag.lake import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
@@ -173,12 +180,56 @@ def load_qa_config(path: Path) -> QAConfig:
         raise ValueError(f"config file {path}: use a .toml or .json file")
     check_key(path.stem)
     data = read_config_data(path)
+    if DERIVED_KEY in data:
+        return _load_derived(path, data)
     try:
         return qa_config_from_mapping(data, path.parent)
     except ConfigKeyError as exc:
         raise ValueError(locate(path, exc, ALIAS_NAMES)) from exc
     except (TypeError, ValueError) as exc:
         raise ValueError(f"config file {path}: {exc}") from exc
+
+
+# A derived config (`kohaku eval --questions OTHER.csv` on config `a` writes `a--OTHER.json`)
+# names the config it re-aims instead of copying it: a copy would hold the credentials of
+# its URLs (`user:key@host`, `?api-key=`) in a second file nobody wrote, and go stale when
+# the source is edited.
+DERIVED_KEY = "derived_from"
+
+
+def dump_derived(base: str, questions: Path) -> str:
+    """The file of the config `base` (a config beside it) on the question file `questions`."""
+    return json.dumps({DERIVED_KEY: check_key(base), "questions": str(questions)}, indent=2, sort_keys=True) + "\n"
+
+
+def derived_base(path: Path) -> str | None:
+    """The config a derived config file re-aims; None for a config of its own."""
+    base = read_config_data(path).get(DERIVED_KEY)
+    return str(base) if base is not None else None
+
+
+def _load_derived(path: Path, data: dict[str, Any]) -> QAConfig:
+    """A derived config: the config it names (beside it, not itself derived, so no chain or
+    loop) with `questions` replaced."""
+    base, questions = data.get(DERIVED_KEY), data.get("questions")
+    if set(data) - {DERIVED_KEY, "questions"} or not isinstance(base, str) or not isinstance(questions, str):
+        raise ValueError(
+            f"config file {path}: a derived config holds only {DERIVED_KEY} (the name of the config it "
+            "re-aims) and questions (a question file); delete it for `kohaku eval` to write it again, or "
+            "write a whole config"
+        )
+    base_path = named_files(path.parent, "config").get(base)
+    if base_path is None or base_path == path or DERIVED_KEY in read_config_data(base_path):
+        raise ValueError(
+            f"config file {path}: {DERIVED_KEY} {base!r}: no config of its own named {base} beside it "
+            f"({base}.toml or {base}.json, not itself derived); restore it, or delete {path.name}"
+        )
+    cfg = load_qa_config(base_path)  # its errors name its own file
+    if not Path(questions).is_absolute():
+        questions = str(questions_path(path.parent, questions))
+    if (problem := question_file_problem(questions)) is not None:
+        raise ValueError(f"config file {path}: questions: {problem}")
+    return dataclasses.replace(cfg, questions=questions)
 
 
 def config_to_mapping(cfg: QAConfig) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from kohaku_rag.lake import check_key
 from kohaku_rag.parse import payload
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.tree import ParsedDocument
+from kohaku_rag.web_links import web_link
 
 DocFormat = Literal["pdf", "json", "markdown", "text"]
 
@@ -102,7 +103,11 @@ def read_metadata_checked(corpus: Path) -> tuple[dict[str, DocumentMeta], list[s
             warnings.append(f"{where}: row skipped: {exc}")
             continue
         extra = {k: (v or "").strip() for k, v in row.items() if k and k not in {"id", "title", "url"}}
-        out[doc_id] = DocumentMeta(doc_id, (row.get("title") or "").strip(), (row.get("url") or "").strip(), extra)
+        url = (row.get("url") or "").strip()
+        if url and not web_link(url):  # served as a link on the ask page, and fetched: web only
+            warnings.append(f"{where}: url ignored: only http:// and https:// links are kept; fix the row's url")
+            url = ""
+        out[doc_id] = DocumentMeta(doc_id, (row.get("title") or "").strip(), url, extra)
     return out, warnings
 
 

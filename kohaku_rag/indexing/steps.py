@@ -30,6 +30,7 @@ from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
+from kohaku_rag.web_links import web_link
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.
 PARSER_VERSION = "5"  # 5: PDF sentences keep their line rectangles (page highlights); table_records: parse_hash
@@ -141,7 +142,9 @@ def read_source(lake: Lake, doc_id: str) -> dict[str, str]:
     path = lake.table(SOURCES, doc_id)
     if not path.exists():
         raise FileNotFoundError(f"no source record for {doc_id}; materialize source_document[{doc_id}] first")
-    return pq.read_table(path).to_pylist()[0]
+    row: dict[str, str] = pq.read_table(path).to_pylist()[0]
+    # a lake indexed before metadata URLs were checked may hold any scheme; none leaves as a link
+    return {**row, "url": web_link(row.get("url"))}
 
 
 def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) -> tuple[list[Node], bool]:

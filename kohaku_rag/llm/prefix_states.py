@@ -16,7 +16,10 @@ machine, so `kohaku ask`, the first question of `kohaku eval` and a fresh `kohak
 load it instead of evaluating it. A state file is named by a digest of `identity` (the model
 file, the context's size, llama.cpp's version and CPU variant: whatever the KV bits depend on)
 and the prefix tokens (so a changed prompt is another file, never a stale one). Each file
-carries the digest of its bytes; a damaged or refused file is deleted and rebuilt.
+carries that digest in full (what it belongs to: a state of another prompt copied in its
+place is refused) and the digest of its bytes; a damaged, refused or foreign file is deleted
+and rebuilt. Anything else in the folder (no state's name, no state's header, a temporary
+file a dead process left) is removed when the folder is first used and after each save.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import ctypes
 import hashlib
 import logging
 import os
+import re
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -35,23 +40,34 @@ import numpy as np
 
 from kohaku_rag.atomic import atomic_path
 
-__all__ = ["MIN_PREFIX_TOKENS", "PrefixStates", "state_file_name"]
+__all__ = ["MIN_PREFIX_TOKENS", "PrefixStates", "state_digest", "state_file_name"]
 
 log = logging.getLogger(__name__)
 
 # Below this a saved state saves less than its copy costs.
 MIN_PREFIX_TOKENS = 16
-# A state file: this magic, the SHA-256 of the state's bytes, the bytes.
-_MAGIC = b"KOHAKU-KV-STATE-1\n"
+# A state file: this magic, the SHA-256 of what it belongs to (`state_digest`), the SHA-256
+# of the state's bytes, the bytes. (Version 1 had no owner digest: such files are rebuilt.)
+_MAGIC = b"KOHAKU-KV-STATE-2\n"
 _DIGEST = 32
+_HEADER = len(_MAGIC) + 2 * _DIGEST
+# The names a state file has (state_file_name), and a temporary file of atomic_path.
+_STATE_NAME = re.compile(r"^[0-9a-f]{40}\.kv$")
+_TEMP_NAME = re.compile(r"^\.[0-9a-f]{40}\.kv\..*\.tmp$")
+# A temporary file older than this is a write that died (a save takes well under a second).
+_STALE_TEMP_SECONDS = 600
 # State files kept per directory (the least recently used go first): ~10 MB each.
 DISK_CAPACITY = 48
 
 
+def state_digest(identity: str, prefix: tuple[int, ...]) -> bytes:
+    """What a state belongs to: the model and context (`identity`) and the prefix tokens."""
+    return hashlib.sha256(identity.encode("utf-8") + b"\0" + np.asarray(prefix, dtype="<i4").tobytes()).digest()
+
+
 def state_file_name(identity: str, prefix: tuple[int, ...]) -> str:
     """The file a prefix's state is saved in, for a model and context described by `identity`."""
-    digest = hashlib.sha256(identity.encode("utf-8") + b"\0" + np.asarray(prefix, dtype="<i4").tobytes())
-    return digest.hexdigest()[:40] + ".kv"
+    return state_digest(identity, prefix).hex()[:40] + ".kv"
 
 
 class PrefixStates:
@@ -67,6 +83,7 @@ class PrefixStates:
         self.hits = 0
         self.misses = 0
         self.disk_hits = 0  # of `hits`, states loaded from `directory`
+        self._opened = False  # the directory tidied (junk removed) on first use
 
     def __len__(self) -> int:
         return len(self._states)
@@ -109,16 +126,18 @@ class PrefixStates:
         damaged file is deleted, so it is rebuilt)."""
         if self.directory is None:
             return None
+        self._open()
         path = self._path(key)
         try:
             data = path.read_bytes()
         except OSError:
             return None
-        body = data[len(_MAGIC) + _DIGEST :]
-        if not data.startswith(_MAGIC) or hashlib.sha256(body).digest() != data[len(_MAGIC) : len(_MAGIC) + _DIGEST]:
-            log.warning("prefix state %s is damaged; evaluating it again", path)
+        problem = _problem(data, state_digest(self.identity, key))
+        if problem is not None:
+            log.warning("prefix state %s %s; deleted, evaluating it again", path, problem)
             path.unlink(missing_ok=True)
             return None
+        body = data[_HEADER:]
         with contextlib.suppress(OSError):
             os.utime(path)  # recently used: kept when the directory is pruned
         return (ctypes.c_uint8 * len(body)).from_buffer_copy(body), len(body)
@@ -131,15 +150,30 @@ class PrefixStates:
         body = bytes(memoryview(buffer)[:size])
         try:
             with atomic_path(self._path(key)) as tmp:
-                tmp.write_bytes(_MAGIC + hashlib.sha256(body).digest() + body)
+                tmp.write_bytes(_MAGIC + state_digest(self.identity, key) + hashlib.sha256(body).digest() + body)
             self._prune()
         except OSError as exc:
             log.warning("prefix state not saved in %s (%s); it stays in this process only", self.directory, exc)
 
+    def _open(self) -> None:
+        """On first use, clear what an older version, a crash or a hand left in the folder."""
+        if not self._opened:
+            self._opened = True
+            with contextlib.suppress(OSError):
+                self._prune()
+
     def _prune(self) -> None:
+        """Remove the folder's junk, then the least recently used states past DISK_CAPACITY."""
         assert self.directory is not None
-        files = sorted(self.directory.glob("*.kv"), key=_mtime, reverse=True)
-        for old in files[DISK_CAPACITY:]:
+        states = []
+        for path in self.directory.iterdir():
+            if not path.is_file() and not path.is_symlink():
+                continue  # a folder is nobody's state, but not ours to delete either
+            if _STATE_NAME.match(path.name) and _header_ok(path):
+                states.append(path)
+            elif not _TEMP_NAME.match(path.name) or time.time() - _mtime(path) > _STALE_TEMP_SECONDS:
+                path.unlink(missing_ok=True)
+        for old in sorted(states, key=_mtime, reverse=True)[DISK_CAPACITY:]:
             old.unlink(missing_ok=True)
 
     def _save(self, ctx: Any, key: tuple[int, ...]) -> None:
@@ -156,6 +190,29 @@ class PrefixStates:
         self._states[key] = state
         while len(self._states) > self.capacity:
             self._states.popitem(last=False)
+
+
+def _problem(data: bytes, owner: bytes) -> str | None:
+    """Why `data` is not the state of `owner` (state_digest), as a log line says it; None
+    when it is: this version's header, the owner's digest, and its bytes' own digest."""
+    if not data.startswith(_MAGIC) or len(data) < _HEADER:
+        return "is damaged or from an older version"
+    if data[len(_MAGIC) : len(_MAGIC) + _DIGEST] != owner:
+        return "belongs to another prompt or model (copied in place of this one?)"
+    if hashlib.sha256(data[_HEADER:]).digest() != data[len(_MAGIC) + _DIGEST : _HEADER]:
+        return "is damaged"
+    return None
+
+
+def _header_ok(path: Path) -> bool:
+    """A state file that can be read and starts as this version writes one (its full
+    check, which reads every byte, waits for its load)."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(_HEADER)
+    except OSError:
+        return False
+    return len(header) == _HEADER and header.startswith(_MAGIC)
 
 
 def _mtime(path: Path) -> float:

@@ -19,7 +19,8 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
 from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
-from kohaku_rag.serving.limits import ClientRate
+from kohaku_rag.serving.limits import ClientAddress, ClientRate
+from kohaku_rag.serving.request_json import parse_body
 from kohaku_rag.serving.served_store import job_of
 from kohaku_rag.serving.service import Answered, AnswerService
 from kohaku_rag.serving.sse import event
@@ -29,11 +30,7 @@ MAX_BUDGET_CHARS = 50_000
 
 async def read_json(request: Request) -> dict[str, Any]:
     """The request's JSON object (400 with the reason otherwise)."""
-    raw = await request.body()
-    try:
-        body = json.loads(raw or b"{}")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the body is not JSON: {exc}") from exc
+    body = parse_body(await request.body())
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
     return body
@@ -259,7 +256,8 @@ async def feedback(request: Request) -> Response:
     jobs = jobs_of(request)
     service = jobs.service
     rate: ClientRate = request.app.state.feedback_rate
-    wait = rate.wait_seconds(request.client.host if request.client else "")
+    client: ClientAddress = request.app.state.client_address
+    wait = rate.wait_seconds(client.of(request.scope))
     if wait:
         raise ApiError(429, f"feedback: at most {rate.per_minute} posts a minute from one client; "
                        f"try again in {wait:.0f} s", code="rate_limited",

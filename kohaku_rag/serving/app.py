@@ -11,7 +11,7 @@ from kohaku_rag.models import ModelPool
 from kohaku_rag.serving import api, openai_routes, openapi, page
 from kohaku_rag.serving.errors import HANDLERS
 from kohaku_rag.serving.jobs import AnswerJobs
-from kohaku_rag.serving.limits import BearerAuth, BodyLimit, ClientRate
+from kohaku_rag.serving.limits import BearerAuth, BodyLimit, ClientAddress, ClientRate
 from kohaku_rag.serving.service import AnswerService
 from kohaku_rag.serving.settings import ServeSettings
 
@@ -38,4 +38,5 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
     app.state.service = AnswerService(settings, models)
     app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after)
     app.state.feedback_rate = ClientRate(settings.feedback_per_minute)
+    app.state.client_address = ClientAddress(settings.trusted_proxies)
     return app

@@ -4,6 +4,7 @@ routing, so no route can forget them); the per-client rate of a route (feedback)
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import threading
 import time
 from collections import deque
@@ -93,10 +94,57 @@ class BodyLimit:
         await error_response(413, message)(scope, receive, send)
 
 
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def proxy_networks(proxies: tuple[str, ...]) -> tuple[Network, ...]:
+    """The `--trusted-proxy` values as networks (an address is a network of one); ValueError
+    naming the value that is neither."""
+    networks = []
+    for proxy in proxies:
+        try:
+            networks.append(ipaddress.ip_network(proxy.strip(), strict=False))
+        except ValueError:
+            raise ValueError(
+                f"--trusted-proxy {proxy}: give an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/8) "
+                "of a reverse proxy in front of this server"
+            ) from None
+    return tuple(networks)
+
+
+class ClientAddress:
+    """The address a request counts as coming from. The direct peer, unless that peer is a
+    trusted proxy: then the right-most `X-Forwarded-For` entry not itself a trusted proxy
+    (entries to its left are whatever the client wrote, so they cannot be believed)."""
+
+    def __init__(self, proxies: tuple[str, ...]) -> None:
+        self.networks = proxy_networks(proxies)
+
+    def of(self, scope: Scope) -> str:
+        client = scope.get("client")
+        peer = str(client[0]) if client else ""
+        if not self._trusted(peer):
+            return peer
+        forwarded = b",".join(v for k, v in scope["headers"] if k == b"x-forwarded-for")
+        for entry in reversed(forwarded.decode("latin-1").split(",")):
+            entry = entry.strip()
+            if entry and not self._trusted(entry):
+                return entry
+        return peer  # no header (or only proxies in it): the proxy itself asked
+
+    def _trusted(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False  # not an address (a unix socket, a malformed entry): never a proxy
+        return any(ip in network for network in self.networks)
+
+
 class ClientRate:
     """At most `per_minute` requests per client address in any 60 s (a sliding window),
     kept in this process: a flood from one client is refused before it reaches the store.
-    Behind a proxy every client shares the proxy's address, so set the limit for all."""
+    Behind a proxy every client shares the proxy's address unless the proxy is trusted
+    (ServeSettings.trusted_proxies), so set the limit for all or name the proxy."""
 
     def __init__(self, per_minute: int) -> None:
         self.per_minute = per_minute

@@ -33,6 +33,7 @@ from kohaku_rag.answering.followup import Turn
 from kohaku_rag.serving.api import history_of, jobs_of, read_json, service_of, text_of
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.sse import event
+from kohaku_rag.web_links import web_link
 
 OWNER = "kohaku-lake"
 _ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"')
@@ -72,7 +73,7 @@ def message_of(answer: dict[str, Any]) -> dict[str, Any]:
             "node_id": c["node_id"],
             "page": c["page"],
             "title": c["title"],
-            "url": c["url"],
+            "url": web_link(c["url"]),  # a stored answer may predate the rule
             "quote": c["quote"],
         }
         for i, c in enumerate(answer["cited"], start=1)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kohaku_rag.lake import Lake
 from kohaku_rag.serving.served_store import connection, decode, has_store, insert_answer, transaction
+from kohaku_rag.web_links import web_link
 
 SERVED = "served_answers"
 StoredKey = tuple[str, str, str, str, str]  # question, unit, config, its hash, the index version
@@ -63,7 +64,7 @@ def response_by_key(lake: Lake, key: StoredKey) -> dict[str, Any] | None:
             "AND index_version = ? ORDER BY seq DESC LIMIT 1",
             key,
         ).fetchone()
-    return json.loads(row[0]) if row else None
+    return _kept_response(row[0]) if row else None
 
 
 def response_by_id(lake: Lake, answer_id: str) -> dict[str, Any] | None:
@@ -74,4 +75,14 @@ def response_by_id(lake: Lake, answer_id: str) -> dict[str, Any] | None:
         row = db.execute(
             "SELECT response FROM answers WHERE answer_id = ? ORDER BY seq DESC LIMIT 1", (answer_id,)
         ).fetchone()
-    return json.loads(row[0]) if row else None
+    return _kept_response(row[0]) if row else None
+
+
+def _kept_response(text: str) -> dict[str, Any]:
+    """A stored response as it may be served again: an answer kept before citation URLs
+    were checked may cite a `javascript:` link, which leaves as ""."""
+    response: dict[str, Any] = json.loads(text)
+    cited = response.get("cited")
+    if isinstance(cited, list):
+        response["cited"] = [{**c, "url": web_link(c.get("url"))} if isinstance(c, dict) else c for c in cited]
+    return response

@@ -20,6 +20,9 @@ class ServeSettings:
     render_dpi: int = 110  # page images
     feedback_per_minute: int = 30  # feedback posts one client address may send per minute (this process)
     feedback_per_answer: int = 20  # verdicts kept on one answer (all processes); more get a 429
+    # reverse proxies (addresses or networks) whose X-Forwarded-For names the client; from
+    # any other peer the header is ignored, so a client cannot pick its own rate budget
+    trusted_proxies: tuple[str, ...] = ()
     abandon_after: float = 2.0  # seconds a queued question nobody follows keeps its place (a reload reconnects)
 
 

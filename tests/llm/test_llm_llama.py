@@ -311,7 +311,7 @@ def _prefix_run(model_path: Path, state_dir: Path, system: str) -> dict[str, obj
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "stderr": proc.stderr}
 
 
 def test_a_saved_prefix_state_warms_a_new_process_and_is_rebuilt_when_damaged(tmp_path: Path) -> None:
@@ -350,3 +350,20 @@ def test_a_saved_prefix_state_warms_a_new_process_and_is_rebuilt_when_damaged(tm
     assert (healed["disk_hits"], healed["misses"]) == (0, 1)
     assert healed["text"] == cold["text"]
     assert _prefix_run(model, tmp_path, system)["disk_hits"] == 1
+
+
+def test_a_state_file_of_another_prompt_copied_in_place_is_rebuilt(tmp_path: Path) -> None:
+    """Fails on main: the state of prompt B under prompt A's file name was loaded for A
+    (its checksum covered its own bytes only), so A was answered from B's KV cache."""
+    model = bundled_model()
+    a = "You are a terse assistant: reply with as few words as you can, in lower case only."
+    b = "You are a cheerful assistant: reply in French, in full sentences, with an emoji or two."
+    cold = _prefix_run(model, tmp_path, a)
+    (a_file,) = list(tmp_path.glob("*.kv"))
+    _prefix_run(model, tmp_path, b)
+    (b_file,) = set(tmp_path.glob("*.kv")) - {a_file}
+    a_file.write_bytes(b_file.read_bytes())
+    healed = _prefix_run(model, tmp_path, a)
+    assert (healed["disk_hits"], healed["misses"]) == (0, 1) and healed["text"] == cold["text"]
+    (line,) = [x for x in str(healed["stderr"]).splitlines() if "prefix state" in x]
+    assert a_file.name in line and "belongs to another prompt or model" in line

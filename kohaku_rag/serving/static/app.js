@@ -450,13 +450,25 @@ function openDocument(d) {
   openEvidence(d.snippets[0]);
 }
 
+// `url` when it is http(s), else "": a `javascript:` or `data:` href would run in this page
+function webLink(url) {
+  try {
+    const u = new URL(url);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : "";
+  } catch {
+    return "";
+  }
+}
+
 async function openEvidence(c) {
   const box = $("evidence");
   box.hidden = false;
   $("evidence-title").textContent = (c.title || c.doc_id) + (c.page ? ", page " + c.page : "") + (c.cell ? " · " + cellText(c.cell) : "");
   const link = $("evidence-link");
-  link.textContent = c.url ? "source" : "";
-  link.href = c.url || "#";
+  // only a web link becomes the source link (the server sends no other; a stored answer might)
+  const href = webLink(c.url);
+  link.textContent = href ? "source" : "";
+  link.href = href || "#";
   const img = $("page");
   img.hidden = true;
   const quote = $("evidence-text");
