@@ -65,8 +65,9 @@ def test_cite_hashes_as_before_at_its_legacy_value():
     # shared with the true/false verdict) and the defaults without the planner, at 3,000 characters;
     # and again (00954a685517ed22 before): ANSWER_FORMAT 4 (a bare number pair read as a range);
     # 2026-11-28 (fc4642c8aef1ed56 before): ANSWER_FORMAT 5 (a copied rule read as nothing) and
-    # max_retries 0 by default.
-    assert legacy.generation_hash == "8f94326578f42941"
+    # max_retries 0 by default; (8f94326578f42941 before): ANSWER_FORMAT 6 and value_form (a value
+    # not of the asked form is an abstention).
+    assert legacy.generation_hash == "c54012c946262242"
     assert default.generation_hash != legacy.generation_hash
     assert default.retrieval_hash == legacy.retrieval_hash
     with pytest.raises(ValueError, match="cite"):
