@@ -9,7 +9,7 @@ import pytest
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm import CachedChat, LLMSpec, make_chat_model
-from kohaku_rag.llm.llama import LlamaCppChat
+from kohaku_rag.llm.model_process import ModelProcess
 from kohaku_rag.llm.model_files import (
     BUNDLED_FILE,
     BUNDLED_MODEL,
@@ -67,7 +67,7 @@ def test_two_lakes_share_one_model_file_on_disk(tmp_path: Path, monkeypatch: pyt
     paths = []
     for lake in ("lake-a", "lake-b", "demo"):
         chat = make_chat_model(LLMSpec(model=BUNDLED_MODEL), tmp_path / lake)  # what ModelPool.chat builds
-        assert isinstance(chat, CachedChat) and isinstance(chat.inner, LlamaCppChat)
+        assert isinstance(chat, CachedChat) and isinstance(chat.inner, ModelProcess)  # llama.cpp in its own process
         paths.append(chat.inner.model_path)
     assert paths == [store / BUNDLED_FILE] * 3
     assert gguf_files(tmp_path) == [store / BUNDLED_FILE]  # one 1.1 GB file, not one per lake
