@@ -184,6 +184,15 @@ class ChatResult:
     prompt_tokens_evaluated: int | None = None
 
 
+def one_reply(results: Sequence[ChatResult | Exception]) -> ChatResult:
+    """The single reply of a one-request `complete_many`, or its exception raised: how a
+    backend that batches implements `complete`."""
+    (result,) = results
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
 @runtime_checkable
 class ChatModel(Protocol):
     """A chat LLM. `model_id` names the model and every setting that changes its replies,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import apsw
 
-from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, canonical_json
+from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, canonical_json, one_reply
 from kohaku_rag.sqlite_wal import use_wal
 
 _SCHEMA = """
@@ -112,10 +112,7 @@ class CachedChat:
             self._db.close()
 
     def complete(self, req: ChatRequest) -> ChatResult:
-        (result,) = self.complete_many([req])
-        if isinstance(result, Exception):
-            raise result
-        return result
+        return one_reply(self.complete_many([req]))
 
     def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
         keys = [request_key(self.model_id, r) for r in reqs]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kohaku_rag.errors import BackendError
-from kohaku_rag.llm.base import ChatRequest, ChatResult, Message
+from kohaku_rag.llm.base import ChatRequest, ChatResult, Message, one_reply
 from kohaku_rag.llm.cpu_verdicts import VARIANT_ENV, record_crash, signal_name, trusted_cpu_backend
 from kohaku_rag.llm.llama import LlamaCppChat
 from kohaku_rag.llm.reply_stream import reply_sink, streaming_reply
@@ -83,10 +83,7 @@ class ModelProcess:
     # ---- ChatModel ----------------------------------------------------------------------
 
     def complete(self, req: ChatRequest) -> ChatResult:
-        (result,) = self.complete_many([req])
-        if isinstance(result, Exception):
-            raise result
-        return result
+        return one_reply(self.complete_many([req]))
 
     def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
         try:

@@ -35,7 +35,15 @@ from kohaku_rag.http_retry import (
     url_secrets,
 )
 from kohaku_rag.http_retry import parse_retry_after as parse_retry_after  # re-exported for callers
-from kohaku_rag.llm.base import ChatRequest, ChatResult, ContextOverflowError, Message, UnusableReply, extract_json
+from kohaku_rag.llm.base import (
+    ChatRequest,
+    ChatResult,
+    ContextOverflowError,
+    Message,
+    UnusableReply,
+    extract_json,
+    one_reply,
+)
 from kohaku_rag.llm.reply_stream import ReplySink, reply_sink
 
 log = logging.getLogger(__name__)
@@ -139,10 +147,7 @@ class OpenAIChat:
     # ---- public sync facade -------------------------------------------------------------
 
     def complete(self, req: ChatRequest) -> ChatResult:
-        (result,) = self.complete_many([req])
-        if isinstance(result, Exception):
-            raise result
-        return result
+        return one_reply(self.complete_many([req]))
 
     def complete_many(self, reqs: Sequence[ChatRequest]) -> list[ChatResult | Exception]:
         reqs = list(reqs)

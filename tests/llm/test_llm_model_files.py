@@ -9,7 +9,6 @@ import pytest
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm import CachedChat, LLMSpec, make_chat_model
-from kohaku_rag.llm.model_process import ModelProcess
 from kohaku_rag.llm.model_files import (
     BUNDLED_FILE,
     BUNDLED_MODEL,
@@ -21,6 +20,7 @@ from kohaku_rag.llm.model_files import (
     machine_model_dir,
     part_packages,
 )
+from kohaku_rag.llm.model_process import ModelProcess
 
 
 def test_every_part_package_is_installed_and_adds_up_to_the_model() -> None:

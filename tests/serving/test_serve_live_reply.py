@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 from asgi_server import serving
 from browser import chromium, chromium_missing
-from serving_corpus import WATER_QUESTION
+from serving_corpus import WATER_QUESTION, write_bundled_config
 from sse_text import sse_events
 from starlette.testclient import TestClient
 
 pytest.importorskip("llama_cpp")
 
-from kohaku_rag.llm.model_files import bundled_model  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
 
@@ -25,13 +24,7 @@ from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
 def bundled_app(lake: Path):
     """A config answering with the bundled model on an 800-character context, no planner, no
     retry: one ~20-second answer on 2 cores."""
-    llm = {"backend": "llama", "model": str(bundled_model()), "n_ctx": 2048}
-    config = {
-        "questions": "unused.csv",
-        "retrieval": {"use_planner": False, "budget_chars": 800},
-        "generation": {"llm": llm, "max_retries": 0},
-    }
-    (lake / "configs" / "bundled.json").write_text(json.dumps(config))
+    write_bundled_config(lake)
     return build_app(ServeSettings(lake=lake, config="bundled"))
 
 

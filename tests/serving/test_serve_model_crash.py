@@ -12,11 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 from serve_process import kohaku_serve
-from serving_corpus import WATER_QUESTION
+from serving_corpus import WATER_QUESTION, write_bundled_config
 
 pytest.importorskip("llama_cpp")
-
-from kohaku_rag.llm.model_files import bundled_model  # noqa: E402
 
 
 def model_processes_of(lake: Path) -> list[int]:
@@ -46,13 +44,7 @@ def events_of(response: httpx.Response):
 
 
 def test_serve_answers_the_next_question_after_its_model_process_is_killed(lake: Path) -> None:
-    llm = {"backend": "llama", "model": str(bundled_model()), "n_ctx": 2048}
-    config = {
-        "questions": "unused.csv",
-        "retrieval": {"use_planner": False, "budget_chars": 800},
-        "generation": {"llm": llm, "max_retries": 0},
-    }
-    (lake / "configs" / "bundled.json").write_text(json.dumps(config))
+    write_bundled_config(lake)
     with kohaku_serve(lake, "--config", "bundled") as url, httpx.Client(base_url=url, timeout=600) as client:
         body = {"question": WATER_QUESTION, "unit": "L/kWh", "stream": True}
         killed: list[int] = []
