@@ -21,6 +21,7 @@ one by hand, without a trial.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -369,26 +371,19 @@ def _write(path: Path, verdict: Verdict) -> None:
         log.warning("%s: could not keep the llama.cpp CPU verdict (%s); the next process tries again", path, exc)
 
 
-class _verdict_lock:
-    """An exclusive lock beside the verdicts: one process runs the trials, others wait."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._file: object | None = None
-
-    def __enter__(self) -> None:
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            handle = (self.directory / ".trial.lock").open("a")
-        except OSError:
-            return  # a read-only cache: no verdict is written either
+@contextlib.contextmanager
+def _verdict_lock(directory: Path) -> Iterator[None]:
+    """An exclusive lock beside the verdicts: one process runs the trials, others wait. A
+    read-only cache gets no lock (and no verdict is written there either)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        handle = (directory / ".trial.lock").open("a")
+    except OSError:
+        yield
+        return
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        self._file = handle
-
-    def __exit__(self, *exc: object) -> None:
-        if self._file is not None:
-            self._file.close()  # type: ignore[attr-defined]
-            self._file = None
+        yield
 
 
 # ---- the trial process ------------------------------------------------------------------
