@@ -11,9 +11,10 @@ record per row.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -22,11 +23,19 @@ __all__ = [
     "TABLE_TYPE",
     "TableRecord",
     "TableRow",
+    "TABLE_LABEL",
     "caption_label",
-    "cell_in_text",
+    "cell_number",
+    "cell_unit",
+    "cells_stating",
     "column_stating",
+    "column_unit",
     "record_from_arrow",
+    "record_from_json",
     "record_to_arrow",
+    "record_to_json",
+    "row_names",
+    "with_rows",
     "row_record",
     "row_sentence",
     "table_text",
@@ -35,7 +44,10 @@ __all__ = [
 BBox = tuple[float, float, float, float]
 # Between the parts of a multi-row header: "inference energy (kWh) · mean".
 GROUP_SEP = " · "
-_LABEL = re.compile(r"^\s*(table|tab\.)\s*([0-9]+|[IVXLC]+|[A-Z]\.?[0-9]+)\b", re.IGNORECASE)
+# A table's label as papers print it: "Table 2", "Tab. 3", "Table IV", "Table A.1". The one
+# pattern every caption test of the project is built from (parsers, ranking, the page).
+TABLE_LABEL = r"(?:table|tab\.)\s*(?:[0-9]+|[IVXLC]+\b|[A-Z]\.?[0-9]+)"
+_LABEL = re.compile(r"^\s*(?:table|tab\.)\s*([0-9]+|[IVXLC]+\b|[A-Z]\.?[0-9]+)", re.IGNORECASE)
 CAPTION_IN_ROW_CHARS = 80  # of the caption repeated in each row's indexed text
 
 
@@ -68,7 +80,7 @@ class TableRecord:
 def caption_label(caption: str) -> str:
     """ "Table 2" of "Table 2. Mean and standard deviation ..." ("" when it has none)."""
     m = _LABEL.match(caption)
-    return f"Table {m.group(2)}" if m else ""
+    return f"Table {m.group(1)}" if m else ""
 
 
 def _column_parts(columns: Sequence[str]) -> list[tuple[str, str]]:
@@ -122,12 +134,37 @@ def table_text(table: TableRecord) -> str:
     return "\n".join(lines)
 
 
-def _number(text: str) -> float | None:
-    cleaned = re.sub(r"[,\s$€£%×x*†‡()\[\]]", "", text.replace("−", "-"))
+# A cell's number as tables print it: "1,171", "−0.5", "52.88%", "$40M" is not one (a
+# magnitude word changes it), "3.3×10^18", "2e−4", "6.43 (6.61±0.16)" (the first number;
+# what follows in parentheses is a spread or a second reading), "74%*" (a footnote mark).
+_CELL_NUMBER = re.compile(
+    r"^[~≈<>≤≥$€£]*\s*([-+]?\d[\d,]*(?:\.\d+)?|[-+]?\.\d+)"
+    r"(?:\s*(?:[eE]([-+]?\d+)|[×x]\s*10\^?\s*([-+]?\d+)))?"
+    r"\s*%?\s*(?:[*†‡]+)?\s*(?:\(.*\))?\s*$"
+)
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$|^[-+]?[\d.]+$")
+
+
+def cell_number(text: str) -> float | None:
+    """The number a table cell states, None when it states none (a name, a range, "n/a").
+    The project's one reader of a cell's number: parsers, the table query, the page."""
+    s = text.strip().replace("−", "-").replace("–", "-").replace("\u2009", "").replace(" ", " ")
+    m = _CELL_NUMBER.match(s)
+    if m is None:
+        return None
+    digits = m.group(1)
+    if "," in digits and not _THOUSANDS.match(digits):
+        return None  # "1,2": a list, not a number
     try:
-        return float(cleaned)
+        number = float(digits.replace(",", ""))
     except ValueError:
         return None
+    power = m.group(2) or m.group(3)
+    return number * 10 ** int(power) if power else number
+
+
+def _same_number(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= 1e-9 * max(1.0, abs(b))
 
 
 def column_stating(table: TableRecord, row: int, value: str) -> str | None:
@@ -135,38 +172,62 @@ def column_stating(table: TableRecord, row: int, value: str) -> str | None:
     number), None when no cell of that row does."""
     if not 0 <= row < len(table.rows) or not value.strip():
         return None
-    wanted = _number(value)
+    wanted = cell_number(value)
     for name, cell in zip(table.columns, table.rows[row].cells, strict=True):
-        if cell.strip() == value.strip():
-            return name
-        got = _number(cell)
-        if wanted is not None and got is not None and abs(got - wanted) <= 1e-9 * max(1.0, abs(wanted)):
+        if cell.strip() == value.strip() or _same_number(cell_number(cell), wanted):
             return name
     return None
 
 
-def cell_in_text(text: str, value: str) -> tuple[str, str, str] | None:
-    """(table label, row label, column) of the cell stating `value` in a table's text as a
-    prompt shows it (`table_text`): the first row record with a "column: value" part equal
-    to it. None when no record states it (or the text is not a table's)."""
-    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
-    if not lines or not value.strip():
-        return None
-    label = caption_label(lines[0])
-    wanted = _number(value)
-    for line in lines[1:]:
-        parts = line.split(GROUP_SEP)
-        row = parts[0] if ":" not in parts[0] else ""
-        for part in parts[1 if row else 0 :]:
-            name, sep, cell = part.rpartition(": ")
-            if not sep:
-                continue
-            got = _number(cell)
-            if cell.strip() == value.strip() or (
-                wanted is not None and got is not None and abs(got - wanted) <= 1e-9 * max(1.0, abs(wanted))
-            ):
-                return label, row, name.strip()
-    return None
+def cells_stating(table: TableRecord, value: str) -> list[tuple[int, str]]:
+    """(row index, column name) of every row whose cell states `value`, first column first."""
+    out = []
+    for i in range(len(table.rows)):
+        column = column_stating(table, i, value)
+        if column is not None:
+            out.append((i, column))
+    return out
+
+
+_UNIT_IN_NAME = re.compile(r"\(([^()]{1,24})\)\s*$|\bin\s+([A-Za-z$€£%][\w/$€£%.-]{0,15})\s*$")
+
+
+def column_unit(table: TableRecord, column: str) -> str:
+    """The unit a column's header gives its cells ("Energy (kWh)", "inference energy (kWh) ·
+    mean", "Cost in $"), "" when it names none. The leaf's own unit first, then its group's."""
+    group, _, leaf = column.rpartition(GROUP_SEP)
+    for part in (leaf, group):
+        m = _UNIT_IN_NAME.search(part.strip())
+        if m:
+            return (m.group(1) or m.group(2)).strip()
+    return ""
+
+
+def cell_unit(table: TableRecord, row: int, column: str) -> str:
+    """The unit of a cell: its column's (`column_unit`), else its row label's, for tables
+    whose rows are the quantities ("Training energy (MWh)" over one column per model)."""
+    unit = column_unit(table, column)
+    if unit or not 0 <= row < len(table.rows):
+        return unit
+    m = _UNIT_IN_NAME.search(table.rows[row].label.strip())
+    return (m.group(1) or m.group(2)).strip() if m else ""
+
+
+def row_names(table: TableRecord) -> list[str]:
+    """One distinct name per row, as a reply names a row: its label, with "#2", "#3" after a
+    label seen before (rows under a spanning label share it); "row k" for an unlabelled row."""
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for k, row in enumerate(table.rows, 1):
+        base = " ".join(row.label.split()) or f"row {k}"
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
+    return names
+
+
+def with_rows(table: TableRecord, keep: Sequence[int]) -> TableRecord:
+    """The table with only the rows `keep` (indexes, kept in table order)."""
+    return replace(table, rows=tuple(table.rows[k] for k in sorted(set(keep))))
 
 
 _BOX = pa.list_(pa.float32(), 4)
@@ -229,3 +290,12 @@ def record_from_arrow(
         bbox=bbox,
         header_boxes=tuple(_box(b) for b in (v["header_boxes"] or ())),
     )
+
+
+def record_to_json(table: TableRecord) -> str:
+    """The record as one JSON text (the vector store's column, a context item's field)."""
+    return json.dumps(record_to_arrow(table), ensure_ascii=False, separators=(",", ":"))
+
+
+def record_from_json(text: str | None, page: int | None = None, bbox: BBox | None = None) -> TableRecord | None:
+    return record_from_arrow(json.loads(text), page, bbox) if text else None

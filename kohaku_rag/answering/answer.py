@@ -45,6 +45,7 @@ from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.answering.reply import parse_reply, reply_json, with_confidence
 from kohaku_rag.answering.stages import SINGLE, Stage, stage_for
 from kohaku_rag.answering.support_check import apply_support, support_logodds, support_request
+from kohaku_rag.answering.table_cells import read_cells, reply_fields
 from kohaku_rag.answering.table_query import (
     asks_over_table,
     query_request,
@@ -152,8 +153,9 @@ def _ask(
         return items
     while True:
         # The prompt (sentence split, figure images) is built once; runs differ only by seed.
+        fields = reply_fields(question, items, gen)
         shared = dataclasses.replace(
-            answer_request(question, items, gen, runs[0].seed, images, stage), reuse_prefix=retry
+            answer_request(question, items, gen, runs[0].seed, images, stage, fields), reuse_prefix=retry
         )
         reqs = [dataclasses.replace(shared, seed=r.seed) for r in runs]
         results = chat.complete_many(reqs)
@@ -186,6 +188,9 @@ def _ask(
             working = None
             if computes(question, gen) and not answer.is_blank:
                 working = compute(reply_json(res.text) or {}, items, question.answer_unit)
+            if fields is not None and not answer.is_blank:
+                read = read_cells(reply_json(res.text) or {}, items, question.answer_unit)
+                working = read if read is not None and (read.result or working is None) else working
             if working is not None and working.result:
                 answer = with_working(answer, working, doc_ids)  # cites every operand's document
             elif gen.cite == "source":

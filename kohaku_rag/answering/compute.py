@@ -118,6 +118,7 @@ class Operand:
     ref: str  # the document the reply says it came from
     node: str = ""  # the context snippet that states it ("" when none does)
     used: float | None = None  # the number after unit conversion
+    cell: str = ""  # a table cell the reply named: "Table 2 · text generation · mean = 0.047"
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class Working:
     def describe(self) -> str:
         """One line for `kohaku explain`."""
         ops = "; ".join(
-            f"{o.name} = {o.value} {o.unit} ({o.node or 'not in the context'}"
+            f"{o.name} = {o.cell or f'{o.value} {o.unit}'} ({o.node or 'not in the context'}"
             f"{f', used as {o.used:g}' if o.used is not None else ''})"
             for o in self.operands
         )
@@ -207,7 +208,7 @@ def in_units(operands: Sequence[Operand], question_unit: str) -> list[Operand]:
                 number *= float(unit_factor(unit, anchor) or 1)
             elif unit:
                 anchors.append(unit)
-        out.append(Operand(o.name, o.value, o.unit, o.ref, o.node, number))
+        out.append(replace(o, used=number))
     return out
 
 
@@ -232,6 +233,14 @@ def compute(data: Mapping[str, Any], items: Sequence[ContextItem], question_unit
     except ComputeError as exc:
         return Working(expression, tuple(converted), error=str(exc))
     return Working(expression, tuple(converted), result=significant(result))
+
+
+def named_cells(working: str) -> list[str]:
+    """The table cells a used working read ("Table 2 · text generation · mean = 0.047")."""
+    parsed = Working.from_json(working)
+    if parsed is None or not parsed.result:
+        return []
+    return [o.cell for o in parsed.operands if o.cell]
 
 
 def significant(number: float, digits: int = 4) -> str:

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kohaku_rag.answering.citing import states
+from kohaku_rag.answering.compute import named_cells
 from kohaku_rag.answers.records import Answer
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import GROUP_SEP, cell_in_text
+from kohaku_rag.table_record import GROUP_SEP, cells_stating, row_names
 
 
 @dataclass(frozen=True)
@@ -55,15 +56,23 @@ class Prediction:
         return stating or snippets
 
     def cited_cells(self) -> list[str]:
-        """Where a value read from a table came from, one per cited table stating it:
-        "Table 2 · text generation · mean" (table, row, column)."""
+        """Where a value read from a table came from: "Table 2 · text generation · mean"
+        (table, row, column). The cells the reply named, when it named any (table_cells.py);
+        else one per cited table whose record states the value."""
+        if self.answer.is_blank:
+            return []
+        named = named_cells(self.working)
+        if named:
+            return named
         out = []
         for item in self.cited():
-            if item.attachment != "table" or self.answer.is_blank:
+            if item.table is None:
                 continue
-            cell = cell_in_text(item.text, self.answer.answer_value)
-            if cell is not None:
-                out.append(GROUP_SEP.join(part for part in cell if part))
+            stating = cells_stating(item.table, self.answer.answer_value)
+            if stating:
+                row, column = stating[0]
+                parts = (item.table.label, row_names(item.table)[row], column)
+                out.append(GROUP_SEP.join(part for part in parts if part))
         return out
 
     def as_row(self) -> dict[str, Any]:

@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kohaku_rag.answering.choose import candidates, choose_rule, value_schema
@@ -31,6 +32,7 @@ from kohaku_rag.answers.records import Question
 from kohaku_rag.llm import ChatRequest, Message
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.context import ContextItem
+from kohaku_rag.table_record import table_text
 
 # What every answering and verdict prompt opens with, word for word: their KV state is
 # computed once (llm/prefix_states.py), and a true/false verdict, whose prompt then repeats
@@ -105,8 +107,12 @@ def marked_text(item: ContextItem) -> str:
 
 def table_block(item: ContextItem) -> str:
     """A table as the model reads it: its caption, then one record per row, each on its own
-    line (parse/table_record.py), so no cell has to be aligned with a header by counting."""
-    lines = [" ".join(ln.split()) for ln in item.text.split("\n") if ln.strip()]
+    line (table_record.row_record), so no cell has to be aligned with a header by counting.
+    Made from the item's record; a table the parser kept as plain lines shows those."""
+    if item.table is not None:
+        lines = [" ".join(ln.split()) for ln in table_text(item.table).split("\n") if ln.strip()]
+    else:
+        lines = [" ".join(ln.split()) for ln in item.text.split("\n") if ln.strip()]
     return "\n".join([lines[0], *(f"  {ln}" for ln in lines[1:])]) if lines else ""
 
 
@@ -136,6 +142,16 @@ def is_true_false(question: Question) -> bool:
     return asks_true_false(question)
 
 
+@dataclass(frozen=True)
+class ReplyFields:
+    """Fields a feature adds to the reply (table_cells.py's named cells): their JSON-schema
+    properties, written after the explanation (before the value, in value-first order), and
+    the one rule line that tells the model how to fill them."""
+
+    properties: Mapping[str, Any]
+    rule: str
+
+
 def build_messages(
     question: Question,
     items: Sequence[ContextItem],
@@ -148,6 +164,7 @@ def build_messages(
     options: Sequence[str] = (),
     value_first: bool = False,
     system: str = SYSTEM,
+    extra_rule: str = "",
 ) -> tuple[Message, ...]:
     """The answering prompt. `instruction` (a question type's, stages.py) follows the unit
     line; `blank_rule` says when to abstain (the strict or relaxed stage's, or today's);
@@ -176,10 +193,11 @@ def build_messages(
         evidence_rule = ["evidence: copy the context sentence that shows whether the statement is true or false."]
     else:
         evidence_rule = ["evidence: copy the context sentence that answers the question."]
+    extra = [extra_rule] if extra_rule else []
     if value_first:
-        fields = [*([COMPUTE_RULE] if compute else []), value_rule, REF_RULE, WORDS_RULE, SHORT_EXPLAIN_RULE]
+        fields = [*([COMPUTE_RULE] if compute else []), *extra, value_rule, REF_RULE, WORDS_RULE, SHORT_EXPLAIN_RULE]
     else:
-        fields = [EXPLAIN_RULE, *([COMPUTE_RULE] if compute else []), WORDS_RULE, value_rule, REF_RULE]
+        fields = [EXPLAIN_RULE, *extra, *([COMPUTE_RULE] if compute else []), WORDS_RULE, value_rule, REF_RULE]
     if system != SYSTEM:  # the fixed rules are in the system prompt
         fields = [f for f in fields if f not in (EXPLAIN_RULE, SHORT_EXPLAIN_RULE, WORDS_RULE, REF_RULE)]
     task = "\n".join(
@@ -208,6 +226,7 @@ def answer_schema(
     compute: bool = False,
     options: Sequence[str] = (),
     value_first: bool = False,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The reply's JSON schema; ref_id may only name the given documents. With `evidence`
     (context sentences), the reply first copies one of them verbatim. The unit is the
@@ -237,6 +256,7 @@ def answer_schema(
         {
             **quote,
             **working,
+            **(extra or {}),
             "answer_value": value,
             "ref_id": refs,
             "answer": words,
@@ -247,6 +267,7 @@ def answer_schema(
         else {
             **quote,
             "explanation": {"type": "string", "maxLength": EXPLANATION_CAP},
+            **(extra or {}),
             **working,
             "answer": words,
             "answer_value": value,
@@ -360,6 +381,7 @@ def answer_request(
     seed: int,
     images: ImageLoader | None = None,
     stage: Stage = SINGLE,
+    fields: ReplyFields | None = None,
 ) -> ChatRequest:
     true_false = is_true_false(question)
     quote = gen.quote_evidence == "all" or (gen.quote_evidence == "true_false" and true_false)
@@ -379,6 +401,7 @@ def answer_request(
         options,
         value_first,
         system_prompt(gen),
+        fields.rule if fields else "",
     )
     attached = figure_images(items, gen.img_k, images)
     if attached:
@@ -388,7 +411,15 @@ def answer_request(
         temperature=gen.temperature if stage.temperature is None else stage.temperature,
         max_tokens=gen.max_tokens,
         seed=seed,
-        json_schema=answer_schema(context_doc_ids(items), true_false, evidence, compute, options, value_first),
+        json_schema=answer_schema(
+            context_doc_ids(items),
+            true_false,
+            evidence,
+            compute,
+            options,
+            value_first,
+            fields.properties if fields else None,
+        ),
         reply_logprobs=gen.reply_confidence,
     )
 

@@ -211,6 +211,11 @@ class GenerationPart:
     # an extreme; a single value it returns replaces the reply's and cites the table. The
     # query sees that table alone (no files, no extensions, 2 s, 50 rows). "off": the reply's.
     table_query: Literal["off", "sql"] = "off"
+    # Answers read from table cells (table_cells.py): "named" offers the reply, when the
+    # context holds a table kept as a record, up to two cells named by row and column (the
+    # tables' own names) and how the answer follows from them; the code reads the cells,
+    # converts the column's unit to the question's and computes. "off": the reply's number.
+    table_cells: Literal["off", "named"] = "off"
     # The reply's field order (prompt.answer_schema): "explain_first" writes a quoting
     # explanation (up to 120 characters) before the answer; "value_first" writes the value and
     # its references first, then the answer words and a one-sentence explanation (up to 60):
@@ -223,6 +228,8 @@ class GenerationPart:
     rules_in_system: bool = False
 
     def __post_init__(self) -> None:
+        if self.table_cells not in ("off", "named"):
+            raise ValueError(f"table_cells {self.table_cells!r} is not one of off, named")
         if self.table_query not in ("off", "sql"):
             raise ValueError(f"table_query {self.table_query!r} is not one of off, sql")
         if self.reply_order not in ("explain_first", "value_first"):
@@ -434,6 +441,7 @@ ADDED_KEYS: dict[type, dict[str, Any]] = {
             "abstain_margin",
             "choose",
             "table_query",
+            "table_cells",
             "reply_order",
             "rules_in_system",
         ),

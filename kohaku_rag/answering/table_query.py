@@ -29,7 +29,7 @@ from kohaku_rag.answers.normalise import format_number
 from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import GROUP_SEP
+from kohaku_rag.table_record import cell_number
 
 __all__ = [
     "TableFrame",
@@ -47,7 +47,6 @@ _OVER_TABLE = re.compile(
     r"combined|rank)\b",
     re.IGNORECASE,
 )
-_NUMBER = re.compile(r"^[-+−]?\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?%?$")
 _SQL = re.compile(r"(select\b.*)", re.IGNORECASE | re.DOTALL)
 TIME_LIMIT_S = 2.0
 MAX_ROWS = 50
@@ -69,35 +68,17 @@ def asks_over_table(question: Question) -> bool:
 
 
 def table_frame(item: ContextItem) -> TableFrame | None:
-    """The table of a context item as prompts show it (table_record.table_text): row records
-    "label · name: cell · name: cell"; None when the item is not such a table."""
-    if item.attachment != "table":
+    """The table of a context item kept as a record (its rows as the prompt showed them);
+    None when the item holds no record or too little of one to query."""
+    table = item.table
+    if table is None or len(table.rows) < 2 or not any(table.columns):
         return None
-    rows: list[tuple[str, dict[str, str]]] = []
-    columns: dict[str, None] = {}
-    for line in item.text.split("\n")[1:]:
-        if line.startswith("(rows:"):
-            continue
-        parts = [p.strip() for p in line.split(GROUP_SEP)]
-        label = parts[0] if parts and ": " not in parts[0] else ""
-        cells = {}
-        for part in parts[1 if label else 0 :]:
-            name, sep, cell = part.rpartition(": ")
-            if sep and name:
-                cells[name] = cell
-                columns[name] = None
-        if cells:
-            rows.append((label, cells))
-    if len(rows) < 2 or not columns:
-        return None
-    return TableFrame(item, tuple(columns), tuple(rows[:MAX_TABLE_ROWS]))
-
-
-def _number(cell: str) -> float | None:
-    text = cell.replace(",", "").replace("−", "-").strip()
-    if not _NUMBER.match(cell.strip()):
-        return None
-    return float(text.rstrip("%"))
+    columns = tuple(dict.fromkeys(c for c in table.columns if c))
+    rows = tuple(
+        (row.label, {c: cell for c, cell in zip(table.columns, row.cells, strict=True) if c and cell})
+        for row in table.rows[:MAX_TABLE_ROWS]
+    )
+    return TableFrame(item, columns, rows)
 
 
 def _sql_names(columns: Sequence[str]) -> list[str]:
@@ -120,7 +101,7 @@ def _schema(frame: TableFrame) -> tuple[list[str], list[str]]:
     types = []
     for col in frame.columns:
         cells = [cells[col] for _label, cells in frame.rows if cells.get(col)]
-        types.append("DOUBLE" if cells and all(_number(c) is not None for c in cells) else "VARCHAR")
+        types.append("DOUBLE" if cells and all(cell_number(c) is not None for c in cells) else "VARCHAR")
     return names, types
 
 
@@ -142,7 +123,9 @@ def query_request(question: Question, frame: TableFrame) -> ChatRequest:
 
 
 def _typed(cells: dict[str, str], columns: Sequence[str], types: Sequence[str]) -> list[object]:
-    return [_number(cells.get(c, "")) if t == "DOUBLE" else cells.get(c) for c, t in zip(columns, types, strict=True)]
+    return [
+        cell_number(cells.get(c, "")) if t == "DOUBLE" else cells.get(c) for c, t in zip(columns, types, strict=True)
+    ]
 
 
 def run_query(sql: str, frame: TableFrame) -> list[tuple[object, ...]] | None:

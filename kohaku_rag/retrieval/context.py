@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from kohaku_rag.table_record import TableRecord, record_from_arrow, record_to_arrow, table_text, with_rows
 from kohaku_rag.tree import Node, NodeKind
 
 MEDIA_ATTACHMENTS = ("table", "image", "page")  # what `content = "text"` leaves out
@@ -29,9 +30,14 @@ class ContextItem:
     section: str = ""
     marks: tuple[str, ...] = ()  # sentences of `text` that best match the question
     media_hash: str | None = None  # a figure's image in the lake (`Lake.blob`)
+    # A table kept as a record travels with its item from the index to the prompt: `text` is
+    # made from it (table_record.table_text), never parsed back into rows and columns.
+    table: TableRecord | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "marks", tuple(self.marks))  # lists, when read back from JSON
+        if isinstance(self.table, dict):  # read back from JSON
+            object.__setattr__(self, "table", record_from_arrow(self.table, self.page))
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -46,6 +52,7 @@ class ContextItem:
             "section": self.section,
             "marks": list(self.marks),
             "media_hash": self.media_hash,
+            "table": record_to_arrow(self.table) if self.table is not None else None,
         }
 
 
@@ -59,12 +66,24 @@ def pack(items: Sequence[ContextItem], budget_chars: int) -> list[ContextItem]:
         if room <= 0:
             break
         if len(item.text) > room:
-            if room >= 200:
+            if room >= 200 and item.table is None:
                 out.append(ContextItem(**{**item.__dict__, "text": item.text[:room]}))
+            elif room >= 200:  # a table is cut at a row, so its text and record still agree
+                out.append(fit_table(item, room))
             break
         out.append(item)
         used += len(item.text)
     return out
+
+
+def fit_table(item: ContextItem, chars: int) -> ContextItem:
+    """A table item cut to its first rows that fit in `chars` (its caption always kept)."""
+    assert item.table is not None
+    keep = len(item.table.rows)
+    while keep > 0 and len(table_text(with_rows(item.table, range(keep)))) > chars:
+        keep -= 1
+    table = with_rows(item.table, range(keep))
+    return replace(item, text=table_text(table), table=table)
 
 
 def section_heading(node: Node | None) -> str:

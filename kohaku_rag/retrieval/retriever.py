@@ -49,6 +49,7 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.windows import CAPTION, window_text
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
+from kohaku_rag.table_record import row_record, table_text, with_rows
 from kohaku_rag.tree import Node, NodeKind
 
 
@@ -299,6 +300,7 @@ class Retriever:
                 doc_title=self.doc_title(rows[n].doc_id, parents.get(rows[n].doc_id)),
                 section=section_heading(parents.get(rows[n].parent_id or "")),
                 media_hash=rows[n].media_hash,
+                table=rows[n].table,
             )
             for n in node_ids
             if n in rows
@@ -339,6 +341,8 @@ class Retriever:
         question terms, kept in table order, within `limit` characters."""
         if len(item.text) <= limit:
             return item
+        if item.table is not None:
+            return self.record_rows(question, item, limit)
         lines = item.text.split("\n")
         head = [ln for ln in lines[:2] if CAPTION.search(ln + " ") or ln.startswith("(rows:")]
         rows = lines[len(head) :]
@@ -352,6 +356,23 @@ class Retriever:
             keep.append(k)
             used += len(rows[k]) + 1
         return replace(item, text="\n".join([*head, *(rows[k] for k in sorted(keep))]))
+
+    def record_rows(self, question: str, item: ContextItem, limit: int) -> ContextItem:
+        """`table_rows` of a table kept as a record: the rows whose records share the most
+        question terms, in table order, while the table's text fits in `limit`."""
+        assert item.table is not None
+        table = item.table
+        weights = self.question_weights(question)
+        texts = [row_record(table, row) for row in table.rows]
+        ranked = sorted(range(len(texts)), key=lambda k: (-self.sentence_score(texts[k], weights), k))
+        used = len(table_text(with_rows(table, [])))  # the caption and row-label lines
+        keep: list[int] = []
+        for k in ranked:
+            if used + len(texts[k]) + 1 <= limit:
+                keep.append(k)
+                used += len(texts[k]) + 1
+        kept = with_rows(table, keep)
+        return replace(item, text=table_text(kept), table=kept)
 
     def question_weights(self, question: str) -> dict[str, float]:
         """The question's terms with their IDF, as shares of its total IDF."""

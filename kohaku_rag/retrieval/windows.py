@@ -11,10 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from kohaku_rag.table_record import TABLE_LABEL
+
 GAP = " … "
 # A table or figure caption ("Table 3: Large language models used ..."): kept in every window
 # pack of its unit, since it says what the unit's numbers are.
-CAPTION = re.compile(r"\b(table|figure|fig\.)\s*[0-9IVX]+\s*[:.]\s", re.I)
+CAPTION = re.compile(rf"\b(?:{TABLE_LABEL}|(?:figure|fig\.)\s*[0-9IVX]+)\s*[:.]\s", re.I)
 
 
 def window_spans(

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 
-from kohaku_rag.table_record import TableRecord, column_stating, row_record, table_text
+from kohaku_rag.table_record import TABLE_LABEL, TableRecord, cells_stating, row_record, table_text
 from kohaku_rag.tree import Attachment, Node, NodeKind, Rect
 
-_CAPTION = re.compile(r"^(table|tab\.)\s*([\dIVX]+|[A-Z]\.?\d*)", re.IGNORECASE)
+_CAPTION = re.compile(rf"^{TABLE_LABEL}", re.IGNORECASE)
 
 
 def states_value(text: str, value: str) -> bool:
@@ -78,12 +78,7 @@ def stating_cells(table: TableRecord, value: str) -> list[tuple[int, str]]:
     """(row index, column name) of each row with a cell stating `value`."""
     if not value or value in ("is_blank", "0", "1"):
         return []
-    out = []
-    for i in range(len(table.rows)):
-        column = column_stating(table, i, value)
-        if column is not None:
-            out.append((i, column))
-    return out
+    return cells_stating(table, value)
 
 
 def row_index(para: Node, sentence: Node) -> int | None:

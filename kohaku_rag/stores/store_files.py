@@ -12,7 +12,9 @@ import apsw
 
 from kohaku_rag.stores.store_rows import VEC_KINDS, vec_table
 
-SCHEMA_VERSION = "1"
+# 2: nodes carry their table record (table_record), so a context item needs no parse of
+# its text back into a table.
+SCHEMA_VERSION = "2"
 
 
 def remove_store(path: Path) -> None:
@@ -87,7 +89,8 @@ def create_tables(conn: apsw.Connection, dim: int) -> None:
             id INTEGER PRIMARY KEY, node_id TEXT NOT NULL UNIQUE, doc_id TEXT NOT NULL,
             parent_id TEXT, kind TEXT NOT NULL, ordinal INTEGER NOT NULL,
             title TEXT NOT NULL, text TEXT NOT NULL, page INTEGER, bbox TEXT,
-            attachment TEXT NOT NULL, media_hash TEXT, length INTEGER NOT NULL);
+            attachment TEXT NOT NULL, media_hash TEXT, length INTEGER NOT NULL,
+            table_record TEXT);
         CREATE INDEX IF NOT EXISTS nodes_by_doc ON nodes(doc_id);
         CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes(parent_id, ordinal);
         CREATE TABLE IF NOT EXISTS node_vectors(

@@ -11,6 +11,7 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
+from kohaku_rag.table_record import record_from_json, record_to_json
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
 Vectors: TypeAlias = Mapping[str, np.ndarray] | tuple[Sequence[str], np.ndarray]
@@ -51,7 +52,9 @@ class DocumentRow:
     updated_at: str
 
 
-NODE_COLUMNS = "node_id, doc_id, parent_id, kind, ordinal, title, text, page, bbox, attachment, media_hash, length"
+NODE_COLUMNS = (
+    "node_id, doc_id, parent_id, kind, ordinal, title, text, page, bbox, attachment, media_hash, length, table_record"
+)
 
 
 def bits_table(kind: NodeKind) -> str:
@@ -91,6 +94,7 @@ def node_rows(doc_id: str, nodes: NodesInput) -> list[tuple[object, ...]]:
                 r.get("bbox"),
                 r["attachment"],
                 r.get("media_hash"),
+                json.dumps(r["table"], ensure_ascii=False, separators=(",", ":")) if r.get("table") else None,
             )
             for r in nodes.to_pylist()
         ]
@@ -108,6 +112,7 @@ def node_rows(doc_id: str, nodes: NodesInput) -> list[tuple[object, ...]]:
                 n.bbox,
                 str(n.attachment),
                 n.media_hash,
+                record_to_json(n.table) if n.table is not None else None,
             )
             for n in nodes
         ]
@@ -121,7 +126,7 @@ def node_rows(doc_id: str, nodes: NodesInput) -> list[tuple[object, ...]]:
             raise ValueError(f"document {doc_id!r}: node id {node_id!r} appears twice")
         seen.add(node_id)
         bbox_json = json.dumps([float(x) for x in bbox]) if bbox is not None else None
-        rows.append(rec[:8] + (bbox_json,) + rec[9:] + (len(text),))
+        rows.append(rec[:8] + (bbox_json,) + rec[9:11] + (len(text), rec[11]))
     return rows
 
 
@@ -165,4 +170,5 @@ def row_to_node(r: tuple) -> Node:
         bbox=tuple(json.loads(r[8])) if r[8] is not None else None,
         attachment=Attachment(r[9]),
         media_hash=r[10],
+        table=record_from_json(r[12], r[7], tuple(json.loads(r[8])) if r[8] is not None else None),
     )

@@ -42,7 +42,7 @@ def insert_document(conn: apsw.Connection, up: DocumentUpsert, dim: int, *, bina
     """A document's rows, checked (inside the caller's transaction); returns its vectors' digest."""
     rows = node_rows(up.doc_id, up.nodes)
     try:
-        conn.executemany(f"INSERT INTO nodes({NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany(f"INSERT INTO nodes({NODE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     except apsw.ConstraintError as exc:
         raise ValueError(f"document {up.doc_id!r}: a node id is already used by another document ({exc})") from exc
     ids = dict(conn.execute("SELECT node_id, id FROM nodes WHERE doc_id = ?", (up.doc_id,)))

@@ -8,26 +8,41 @@ import time
 from kohaku_rag.answering.table_query import asks_over_table, query_request, run_query, table_frame, value_of
 from kohaku_rag.answers.records import Question
 from kohaku_rag.retrieval.context import ContextItem
+from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, table_text
 
-TABLE = """Table 2. Mean and standard deviation of energy per 1,000 queries.
-(rows: task)
-text classification · inference energy (kWh) mean: 0.002 · std: 0.001
-text generation · inference energy (kWh) mean: 0.047 · std: 0.03
-image generation · inference energy (kWh) mean: 2.907 · std: 3.31"""
+RECORD = TableRecord(
+    label="Table 2",
+    caption="Table 2. Mean and standard deviation of energy per 1,000 queries.",
+    label_header="task",
+    columns=(f"inference energy (kWh){GROUP_SEP}mean", f"inference energy (kWh){GROUP_SEP}std"),
+    rows=(
+        TableRow("text classification", ("0.002", "0.001")),
+        TableRow("text generation", ("0.047", "0.03")),
+        TableRow("image generation", ("2.907", "3.31")),
+    ),
+)
 
 
 def frame():  # noqa: ANN201
-    found = table_frame(ContextItem("luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, TABLE, "table"))
+    item = ContextItem(
+        "luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, table_text(RECORD), "table", table=RECORD
+    )
+    found = table_frame(item)
     assert found is not None
     return found
 
 
+def test_a_table_without_a_record_is_not_queried() -> None:
+    item = ContextItem("d", "d:sec1:p2", "paragraph", 6, 1.0, table_text(RECORD), "table")
+    assert table_frame(item) is None  # its text is never parsed back into a table
+
+
 def test_a_table_record_becomes_named_typed_columns() -> None:
     f = frame()
-    assert f.columns == ("inference energy (kWh) mean", "std")
-    assert f.rows[1] == ("text generation", {"inference energy (kWh) mean": "0.047", "std": "0.03"})
+    assert f.columns == (f"inference energy (kWh){GROUP_SEP}mean", f"inference energy (kWh){GROUP_SEP}std")
+    assert f.rows[1] == ("text generation", {f.columns[0]: "0.047", f.columns[1]: "0.03"})
     prompt = query_request(Question("q", "Which task uses the most energy?", "is_blank"), f).messages[1].content
-    assert "inference_energy_kwh_mean DOUBLE  -- inference energy (kWh) mean" in prompt
+    assert "inference_energy_kwh_mean DOUBLE  -- inference energy (kWh) · mean" in prompt
     assert "text generation | 0.047 | 0.03" in prompt
 
 
@@ -36,8 +51,10 @@ def test_a_query_answers_a_count_or_an_extreme() -> None:
     assert value_of(
         run_query("```sql\nSELECT row FROM t ORDER BY inference_energy_kwh_mean DESC LIMIT 1;\n```", f)
     ) == ("image generation")
-    assert value_of(run_query("SELECT count(*) FROM t WHERE std > 0.01", f)) == "2"
-    assert value_of(run_query("SELECT max(std) - min(std) FROM t", f)) == "3.309"
+    assert value_of(run_query("SELECT count(*) FROM t WHERE inference_energy_kwh_std > 0.01", f)) == "2"
+    assert (
+        value_of(run_query("SELECT max(inference_energy_kwh_std) - min(inference_energy_kwh_std) FROM t", f)) == "3.309"
+    )
     assert value_of(run_query("SELECT row FROM t", f)) is None  # several values: the reply's own stands
 
 

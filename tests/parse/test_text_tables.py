@@ -193,12 +193,14 @@ def test_a_cited_row_names_the_column_its_value_came_from() -> None:
     assert record is not None
     from kohaku_rag.table_record import table_text
 
-    item = ContextItem("luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, table_text(record), "table")
+    item = ContextItem(
+        "luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, table_text(record), "table", table=record
+    )
     answer = Answer(answer="0.03 kWh", answer_value="0.03", answer_unit="kWh", ref_id=("luccioni2024",),
                     explanation="", is_blank=False, supporting_materials="")  # fmt: skip
     pred = Prediction("q1", 0, 0, answer, 1, 1, 0, 0, 0, 0.0, 1, 0, context=(item,))
-    assert pred.cited_cells() == ["Table 2 · text generation · std"]
-    assert pred.as_row()["cited_cells"] == ["Table 2 · text generation · std"]
+    assert pred.cited_cells() == ["Table 2 · text generation · inference energy (kWh) · std"]
+    assert pred.as_row()["cited_cells"] == ["Table 2 · text generation · inference energy (kWh) · std"]
 
 
 def test_without_table_records_the_lines_stay_in_the_running_text() -> None:
