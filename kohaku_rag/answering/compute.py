@@ -119,6 +119,8 @@ class Operand:
     node: str = ""  # the context snippet that states it ("" when none does)
     used: float | None = None  # the number after unit conversion
     cell: str = ""  # a table cell the reply named: "Table 2 · text generation · mean = 0.047"
+    table_row: str = ""  # that cell's row label and column name in its table's record
+    table_column: str = ""
 
 
 @dataclass(frozen=True)
@@ -235,12 +237,17 @@ def compute(data: Mapping[str, Any], items: Sequence[ContextItem], question_unit
     return Working(expression, tuple(converted), result=significant(result))
 
 
-def named_cells(working: str) -> list[str]:
-    """The table cells a used working read ("Table 2 · text generation · mean = 0.047")."""
+def named_operands(working: str) -> list[Operand]:
+    """The operands of a used working that are table cells the reply named."""
     parsed = Working.from_json(working)
     if parsed is None or not parsed.result:
         return []
-    return [o.cell for o in parsed.operands if o.cell]
+    return [o for o in parsed.operands if o.cell]
+
+
+def named_cells(working: str) -> list[str]:
+    """The table cells a used working read ("Table 2 · text generation · mean = 0.047")."""
+    return [o.cell for o in named_operands(working)]
 
 
 def significant(number: float, digits: int = 4) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kohaku_rag.answering.citing import states
-from kohaku_rag.answering.compute import named_cells
+from kohaku_rag.answering.compute import named_cells, named_operands
 from kohaku_rag.answers.records import Answer
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.table_record import GROUP_SEP, cells_stating, row_names
@@ -50,6 +50,9 @@ class Prediction:
     def cited(self) -> list[ContextItem]:
         """The context snippets that support the answer (node ids and pages): those of the
         cited documents that state the answer's value, else every snippet of those documents."""
+        named = {o.node for o in named_operands(self.working)}
+        if named:  # the tables whose cells the reply named and the code read
+            return [i for i in self.context if i.node_id in named]
         refs = set(self.answer.ref_id)
         snippets = [i for i in self.context if i.doc_id in refs]
         stating = [i for i in snippets if states(i.text, self.answer.answer_value)]

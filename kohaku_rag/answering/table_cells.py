@@ -177,6 +177,8 @@ def _operand(name: str, entry: object, rows: Mapping[str, NamedRow]) -> Operand 
         found.item.doc_id,
         node=found.item.node_id,
         cell=f"{where} = {cell}",
+        table_row=table.rows[found.row].label,
+        table_column=original,
     )
 
 

@@ -48,6 +48,10 @@ CITED = _obj(
     cell={
         "anyOf": [_obj(["table", "row", "column"], table=STR, row=STR, column=STR), {"type": "null"}],
     },
+    # every cell the value was read or computed from (table_cells = "named"), each named
+    cells={"type": "array", "items": _obj(["table", "row", "column"], table=STR, row=STR, column=STR)},
+    # what a page highlight marks in this passage: the value, or the cell it was read from
+    highlight_value=STR,
 )
 ANSWER = _obj(
     ["answer", "value", "unit", "refs", "explanation", "cited", "seconds", "config"],

@@ -11,7 +11,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ import anyio.to_thread
 import pyarrow.parquet as pq
 
 import kohaku_rag as kr
+from kohaku_rag.answering.compute import Operand, named_operands
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.followup import Turn, rewrite_followup
 from kohaku_rag.answering.prediction import Prediction
@@ -49,6 +50,7 @@ from kohaku_rag.serving.table_rows import (
     table_quote,
 )
 from kohaku_rag.stores.manifest import read_manifest
+from kohaku_rag.table_record import row_record
 from kohaku_rag.tree import NodeKind
 
 DEFAULT_CONFIG = "default"
@@ -374,7 +376,10 @@ class AnswerService:
 
     def response(self, result: kr.AskResult, config: str, seconds: float) -> dict[str, Any]:
         pred = result.prediction
-        cited = [self.citation(item, result.value) for item in result.cited]
+        named = named_operands(pred.working) if not result.is_blank else []
+        cited = [
+            self.citation(item, result.value, [o for o in named if o.node == item.node_id]) for item in result.cited
+        ]
         return {
             "question": result.question,
             "answer": result.answer,
@@ -413,13 +418,20 @@ class AnswerService:
             "title": item.doc_title or self._title(item.doc_id),
         }
 
-    def citation(self, item: ContextItem, value: str) -> dict[str, Any]:
+    def citation(self, item: ContextItem, value: str, named: Sequence[Operand] = ()) -> dict[str, Any]:
         """A cited snippet with its document's title and URL, the sentence that states the
-        value (`quote`) and that sentence's node (what a page highlight marks)."""
+        value (`quote`) and that sentence's node (what a page highlight marks). `named`: the
+        cells of this table the reply named and the code read (table_cells.py)."""
         cell: dict[str, str] | None = None
-        table = self._table_citation(item, value)
+        cells: list[dict[str, str]] = []
+        highlight = value
+        table = self._named_citation(item, named) if named else None
         if table is not None:
-            quote, sentence_id, cell = table
+            quote, sentence_id, cells, highlight = table
+            cell = cells[0]
+        elif (recorded := self._table_citation(item, value)) is not None:
+            quote, sentence_id, cell = recorded
+            cells = [cell] if cell else []
         else:
             quote, sentence_id = self._quote(item, value)
         title, url = self._title_url(item.doc_id)
@@ -438,7 +450,44 @@ class AnswerService:
             "quote": quote,
             # a cited table's cell stating the value: {"table", "row", "column"} (or null)
             "cell": cell,
+            # every cell the value was read or computed from, each named ([] when none)
+            "cells": cells,
+            # what the page marks in this passage: the value, or the cell the value was read from
+            "highlight_value": highlight,
         }
+
+    def _named_citation(
+        self, item: ContextItem, named: Sequence[Operand]
+    ) -> tuple[str, str, list[dict[str, str]], str] | None:
+        """(quote, row sentence id, cells, cell value to mark) of the cells the reply named in
+        a table kept as a record; None when the lake's table no longer has them."""
+        try:
+            recorded = self.documents.recorded_table(item.doc_id, item.node_id)
+        except ApiError:
+            return None
+        if recorded is None:
+            return None
+        para, children = recorded
+        table = para.table
+        assert table is not None
+        rows: list[int] = []
+        cells: list[dict[str, str]] = []
+        marked = ""
+        for o in named:
+            row = next((i for i, r in enumerate(table.rows) if r.label == o.table_row), None)
+            if row is None or o.table_column not in table.columns:
+                return None
+            rows.append(row)
+            cells.append({"table": table.label or "table", "row": o.table_row, "column": o.table_column})
+            marked = marked or table.rows[row].cells[table.columns.index(o.table_column)]
+        sentence = next((c for c in children if row_index(para, c) == rows[0]), para)
+        quote = "\n".join(
+            [
+                *([table.caption] if table.caption else []),
+                *(row_record(table, table.rows[i]) for i in dict.fromkeys(rows)),
+            ]
+        )
+        return quote, sentence.node_id, cells, marked
 
     def _table_citation(self, item: ContextItem, value: str) -> tuple[str, str, dict[str, str] | None] | None:
         """(quote, row sentence id, cell) of a cited table kept as a record; None otherwise."""

@@ -22,6 +22,8 @@ QUESTIONS = {  # question -> (unit, gold value, gold document)
     "What was the water usage effectiveness in liters per kWh?": ("L/kWh", "0.18", "water"),
 }
 _QUESTION = re.compile(r"^Question: (.*)$", re.MULTILINE)
+# question -> (cells, cell_math) a reply names when its schema offers table cells (table_cells.py)
+CELLS: dict[str, tuple[list[dict[str, str]], str]] = {}
 # follow-up -> the standalone question a rewrite request gets back (others come back as asked)
 FOLLOW_UPS = {
     "And the water usage effectiveness?": "What was the water usage effectiveness in liters per kWh?",
@@ -79,9 +81,11 @@ class QAServer(ChatServer):
             refs = [*(d for d in enum if d != doc)][:2] + refs
         if body["temperature"] == self.wrong_at_temperature:
             value = "999"
+        named = CELLS.get(question) if "cells" in schema["properties"] else None
         return json.dumps(
             {
                 "explanation": f"seed {body['seed']} temperature {body['temperature']}",
+                **({"cells": named[0], "cell_math": named[1]} if named else {}),
                 "answer": f"{value} {unit}",
                 "answer_value": value,
                 "answer_unit": unit,

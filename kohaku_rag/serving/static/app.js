@@ -372,7 +372,7 @@ function passageLabels(snippets) {
 }
 
 function cellText(cell) {
-  return cell.table + ", row " + (cell.row || "(unnamed)") + ", column " + cell.column;
+  return cell.table + ", row " + (cell.row || "(unnamed)") + (cell.column ? ", column " + cell.column : "");
 }
 
 function pagesText(d) {
@@ -396,7 +396,7 @@ function showAnswer(r) {
   $("support-note").textContent = !r.is_blank && r.support && !r.support.stated ? r.support.note : "";
   $("support-note").hidden = !$("support-note").textContent;
   // a value read from a table: which cell ("Table 2, row text generation, column mean")
-  const cells = r.is_blank ? [] : r.cited.filter((c) => c.cell).map((c) => cellText(c.cell));
+  const cells = r.is_blank ? [] : r.cited.flatMap((c) => (c.cells && c.cells.length ? c.cells : c.cell ? [c.cell] : [])).map(cellText);
   $("cell").textContent = [...new Set(cells)].join("; ");
   $("cell").hidden = !cells.length;
   const chips = $("chips");
@@ -463,7 +463,7 @@ function webLink(url) {
 async function openEvidence(c) {
   const box = $("evidence");
   box.hidden = false;
-  $("evidence-title").textContent = (c.title || c.doc_id) + (c.page ? ", page " + c.page : "") + (c.cell ? " · " + cellText(c.cell) : "");
+  $("evidence-title").textContent = (c.title || c.doc_id) + (c.page ? ", page " + c.page : "") + (c.cells && c.cells.length ? " · " + c.cells.map(cellText).join("; ") : c.cell ? " · " + cellText(c.cell) : "");
   const link = $("evidence-link");
   // only a web link becomes the source link (the server sends no other; a stored answer might)
   const href = webLink(c.url);
@@ -474,7 +474,9 @@ async function openEvidence(c) {
   const quote = $("evidence-text");
   quote.replaceChildren(c.text);
   // the answer's value: a cited table marks its caption and the row stating it
-  const value = current && !current.is_blank && current.value ? "&value=" + encodeURIComponent(current.value) : "";
+  // (or, for a value read from a named cell and converted, that cell)
+  const marked = c.highlight_value || (current && current.value);
+  const value = current && !current.is_blank && marked ? "&value=" + encodeURIComponent(marked) : "";
   const id = encodeURIComponent(c.sentence_id || c.node_id) + value;
   const doc = encodeURIComponent(c.doc_id);
   try {
