@@ -258,10 +258,13 @@ def significant(number: float, digits: int = 4) -> str:
 
 
 def with_working(answer: Answer, working: Working, doc_ids: Sequence[str]) -> Answer:
-    """The answer with the computation's result as its value, citing every document an
-    operand came from."""
+    """The answer with the computation's result as its value and words, citing every
+    document an operand came from."""
     if not working.result or answer.is_blank:
         return answer
     refs = working.docs() or answer.ref_id
-    computed = replace(answer, answer_value=working.result, ref_id=refs)
+    # The answer's words state the computed value too: the reply's own words hold its guess.
+    unit = "" if is_blank_value(answer.answer_unit) else answer.answer_unit
+    words = f"{working.result} {unit}".strip()
+    computed = replace(answer, answer_value=working.result, answer=words, ref_id=refs)
     return normalise_answer(computed, answer.answer_unit, known_ref_ids=doc_ids)

@@ -97,6 +97,7 @@ def test_a_named_cell_is_read_from_the_record_and_put_in_the_questions_unit() ->
     prediction, sent = run(KWH, reply([cell], "a", "51.686", ["luccioni2024"]))
     # The model typed the MWh figure; the cell's column says MWh, the question asks kWh.
     assert prediction.answer.answer_value == "51686"
+    assert prediction.answer.answer == "51686 kWh"  # the words say the value read, not the typed one
     assert prediction.answer.ref_id == ("luccioni2024",)
     assert prediction.cited_cells() == ["Table 5 · Training energy (MWh) · BLOOMz-7B = 51.686"]
     # The schema offered exactly the context tables' rows and columns, before the value.

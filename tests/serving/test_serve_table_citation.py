@@ -225,6 +225,9 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
     monkeypatch.setitem(qa_server.QUESTIONS, TOGETHER_QUESTION, ("MWh", "0.2", "energy"))
     cells = [{"row": "Table 2: B", "column": "Energy (kWh)"}, {"row": "Table 2: C", "column": "Energy (kWh)"}]
     monkeypatch.setitem(qa_server.CELLS, TOGETHER_QUESTION, (cells, "a + b"))
+    alone = "How much device energy did run A use, in MWh?"
+    monkeypatch.setitem(qa_server.FOLLOW_UPS, "And run A alone?", alone)
+    monkeypatch.setitem(qa_server.QUESTIONS, alone, ("MWh", "0.0125", "energy"))
     shots = os.environ.get("KOHAKU_SCREENSHOTS")
     with qa_server.QAServer() as qa, serving(build_app(ServeSettings(lake=lake))) as url, chromium() as driver:
         write_config(lake, "cells", qa.base_url)
@@ -256,6 +259,13 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
             "return c.toDataURL('image/png');"
         )
         plain = pixels(httpx.get(f"{url}/api/documents/energy/pages/1.png", timeout=30).content)
+        # A follow-up's rewrite reads the cells' row names ("and run A?" after runs B and C).
+        driver.find_element(By.ID, "follow-up").click()
+        driver.find_element(By.ID, "question").send_keys("And run A alone?")
+        driver.find_element(By.ID, "ask").click()
+        wait.until(lambda d: any("Conversation so far" in str(r.body) for r in qa.requests))
+        rewrite = next(r.body for r in qa.requests if "Conversation so far" in str(r.body))
+        assert f"0.1183 MWh ({named})" in rewrite["messages"][-1]["content"]
         if shots:
             driver.save_screenshot(str(Path(shots) / "table_cells_named_card.png"))
             driver.find_element(By.ID, "page").screenshot(str(Path(shots) / "table_cells_named_page.png"))

@@ -496,7 +496,10 @@ async function openEvidence(c) {
 
 function startFollowUp() {
   if (!current) return;
-  conversation.push({ question: current.standalone_question || current.question, answer: current.is_blank ? "No answer in the documents." : (current.answer || current.value) });
+  // a value read from table cells carries their names, so "and the other row?" can be rewritten
+  const cells = current.is_blank ? [] : current.cited.flatMap((c) => c.cells || []).map(cellText);
+  const said = (current.answer || current.value) + (cells.length ? " (" + [...new Set(cells)].join("; ") + ")" : "");
+  conversation.push({ question: current.standalone_question || current.question, answer: current.is_blank ? "No answer in the documents." : said });
   renderConversation();
   $("question").value = "";
   $("question").focus();
