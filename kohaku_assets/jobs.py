@@ -15,7 +15,15 @@ in the run's process and carry the `kohaku/writer` tag the run queue limits to o
 
 from dagster import define_asset_job, in_process_executor
 
-from kohaku_assets.assets import INDEXES, PER_CONFIG, PER_DOCUMENT, cross_ensemble, leaderboard, sweep_report
+from kohaku_assets.assets import (
+    INDEXES,
+    PER_CONFIG,
+    PER_DOCUMENT,
+    cross_ensemble,
+    leaderboard,
+    sweep_report,
+    table_repairs,
+)
 from kohaku_assets.cluster import WRITER_TAG, kohaku_executor
 from kohaku_assets.partitions import configs, documents, ensemble_specs, sweeps
 
@@ -24,6 +32,13 @@ index_document_job = define_asset_job(
     selection=PER_DOCUMENT,
     partitions_def=documents,
     description="Parse, embed and prepare the index rows of one document.",
+    executor_def=kohaku_executor,
+)
+repair_tables_job = define_asset_job(
+    "repair_tables",
+    selection=[table_repairs],
+    partitions_def=documents,
+    description="Repair the text tables of one document the parser could not align (index setting table_repair).",
     executor_def=kohaku_executor,
 )
 assemble_indexes_job = define_asset_job(
@@ -66,6 +81,7 @@ sweep_report_job = define_asset_job(
 
 JOBS = [
     index_document_job,
+    repair_tables_job,
     assemble_indexes_job,
     answer_config_job,
     cross_ensemble_job,

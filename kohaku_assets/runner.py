@@ -52,6 +52,7 @@ from kohaku_assets.jobs import (
     cross_ensemble_job,
     index_document_job,
     leaderboard_job,
+    repair_tables_job,
 )
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
 from kohaku_assets.resources import PROCESS_MODELS, REPO_ROOT, KohakuSettings
@@ -61,7 +62,7 @@ from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.assembly import indexes_behind
-from kohaku_rag.indexing.corpus import scan_corpus
+from kohaku_rag.indexing.corpus import CorpusScan, scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.indexing.prefetch import prefetch
@@ -283,6 +284,7 @@ def _run_index(
     models: ModelPool,
     retry_failed: bool,
     verbose: bool,
+    repair: bool = True,
 ) -> IndexReport:
     """Index what changed in the corpus. Index settings given by file become the lake's
     settings (what changed recomputes); without one, the lake's recorded settings hold.
@@ -379,10 +381,43 @@ def _run_index(
             progress(f"rebuilt the vector index from the lake's stored rows: {rebuilt}")
     report.failed.update(plan.held)
     report.held = sorted(plan.held)
+    if repair and cfg.table_repair and _repair_tables(settings, cfg, scan, report, progress, models):
+        # Search has worked since the assembly above; the repaired documents are rebuilt now.
+        again = _run_index(
+            settings, progress=progress, models=models, retry_failed=False, verbose=verbose, repair=False
+        )
+        report.recomputed = sorted(set(report.recomputed) | set(again.recomputed))
     report.documents = len(plan.unchanged) + len(report.recomputed)
     report.nodes = node_counts(settings, models)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _repair_tables(
+    settings: KohakuSettings,
+    cfg: IndexConfig,
+    scan: CorpusScan,
+    report: IndexReport,
+    progress: Callable[[str], None],
+    models: ModelPool,
+) -> bool:
+    """Run the table repairs of every indexed text document (a document's known tables are
+    not asked again); whether any document's accepted repairs changed."""
+    lake = settings.lake
+    docs = [d for d, s in scan.documents.items() if s.format != "pdf" and d not in report.failed]
+    changed = []
+    for n, doc_id in enumerate(sorted(docs), start=1):
+        before = ix.repaired_of(lake, doc_id, cfg)
+        result = run_job(settings, repair_tables_job.name, doc_id, models=models)
+        if not result.success:
+            progress(f"[{n}/{len(docs)}] tables of {doc_id} not repaired: {failure_message(result)}")
+            continue
+        if ix.repaired_of(lake, doc_id, cfg) != before:
+            changed.append(doc_id)
+        progress(f"[{n}/{len(docs)}] table repairs of {doc_id} checked")
+    if changed:
+        progress(f"tables repaired in {len(changed)} document(s); re-indexing them: {', '.join(changed)}")
+    return bool(changed)
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,14 @@ def index_requests(
     scan = scan_corpus(settings.corpus, lake.sources_dir, follow_links=settings.follow_links)
     plan = plan_index(scan, lake, cfg, registered)
     new = sorted((set(scan.documents) | set(scan.missing)) - registered)
+
     # Run keys carry the content version, so an unchanged document is never requested twice.
+    def version(doc_id: str) -> str:
+        return ix.embeddings_version(scan.documents[doc_id].content_hash, cfg, ix.repaired_of(lake, doc_id, cfg))
+
     runs = [
         RunRequest(
-            run_key=f"{doc_id}:{ix.embeddings_version(scan.documents[doc_id].content_hash, cfg)}",
+            run_key=f"{doc_id}:{version(doc_id)}",
             partition_key=doc_id,
             job_name=index_document_job.name,
         )

@@ -2,7 +2,7 @@
 cross-config ensembles, the leaderboard, sweep reports, the answers `kohaku serve` served."""
 
 from kohaku_assets.assets.answering import PER_CONFIG
-from kohaku_assets.assets.documents import PER_DOCUMENT
+from kohaku_assets.assets.documents import PER_DOCUMENT, table_repairs
 from kohaku_assets.assets.ensembles import cross_ensemble
 from kohaku_assets.assets.experiments import sweep_report
 from kohaku_assets.assets.indexes import INDEXES
@@ -12,6 +12,7 @@ from kohaku_assets.assets.serving import served_answers, served_feedback
 QA_ASSETS = [*PER_CONFIG, leaderboard]
 ALL_ASSETS = [
     *PER_DOCUMENT,
+    table_repairs,
     *INDEXES,
     *PER_CONFIG,
     cross_ensemble,
@@ -32,4 +33,5 @@ __all__ = [
     "served_answers",
     "served_feedback",
     "sweep_report",
+    "table_repairs",
 ]

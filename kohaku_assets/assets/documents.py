@@ -35,7 +35,9 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import DocFormat, DocumentMeta, SourceDocument, resolve_source
 from kohaku_rag.indexing.failures import clear_failure, remembering_failure
+from kohaku_rag.indexing.table_repair import REPAIR_VERSION, repair_document, repairs_digest
 from kohaku_rag.models import ModelPool
+from kohaku_rag.progress import Ticker
 from kohaku_rag.tree import Attachment, Node, NodeKind
 
 
@@ -46,7 +48,12 @@ def _remembering_failure(settings: KohakuSettings, doc_id: str) -> Iterator[None
     `kohaku index` do not retry it until it changes; the later steps only read the lake.
     Dagster still logs the full traceback in the run's event log."""
     lake, corpus, cfg = settings.lake, settings.corpus, settings.index_config()
-    with remembering_failure(lake, corpus, doc_id, lambda content_hash: ix.embeddings_version(content_hash, cfg)):
+    with remembering_failure(
+        lake,
+        corpus,
+        doc_id,
+        lambda content_hash: ix.embeddings_version(content_hash, cfg, ix.repaired_of(lake, doc_id, cfg)),
+    ):
         yield
 
 
@@ -164,7 +171,9 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
             "seconds": round(time.perf_counter() - started, 3),
             "sample": sample_table(nodes),
         },
-        data_version=DataVersion(ix.tree_version(source.content_hash, cfg)),
+        data_version=DataVersion(
+            ix.tree_version(source.content_hash, cfg, ix.repaired_of(settings.lake, context.partition_key, cfg))
+        ),
         check_results=[
             AssetCheckResult(
                 check_name="tree_not_empty",
@@ -214,7 +223,7 @@ def captions(
     started = time.perf_counter()
     doc_id, lake, cfg = context.partition_key, settings.lake, settings.index_config()
     nodes = ix.read_tree(lake, doc_id)
-    version = ix.captions_version(ix.read_source(lake, doc_id)["content_hash"], cfg)
+    version = ix.captions_version(ix.read_source(lake, doc_id)["content_hash"], cfg, ix.repaired_of(lake, doc_id, cfg))
     captioner = models.captioner(cfg)
     try:
         stats = ix.caption_figures(lake, doc_id, nodes, captioner, version)
@@ -311,6 +320,48 @@ def index_rows(context: AssetExecutionContext, settings: KohakuSettings) -> Mate
     # The whole chain succeeded (whoever asked: a UI materialization retries a failure).
     clear_failure(settings.lake, context.partition_key)
     return MaterializeResult(metadata={"rows": table.num_rows}, data_version=DataVersion(version))
+
+
+@asset(
+    **COMMON,
+    deps=[document_tree],
+    kinds={"parquet", "python"},
+    code_version=REPAIR_VERSION,
+    description=(
+        "Text tables the parser could not align, written as rows and columns by the index's model and kept "
+        "only when every cell is copied from the table's text (index setting table_repair). The tree reads "
+        "them at its next build; `kohaku index` rebuilds the repaired documents once the repairs are in."
+    ),
+)
+def table_repairs(
+    context: AssetExecutionContext, settings: KohakuSettings, models: ResourceParam[ModelPool]
+) -> MaterializeResult:
+    cfg, lake, doc_id = settings.index_config(), settings.lake, context.partition_key
+    source = recorded_source(settings, doc_id)
+    if not (cfg.table_repair and cfg.table_records) or source.format == "pdf":
+        why = "table_repair is off" if not cfg.table_repair else "only text tables are repaired"
+        return MaterializeResult(metadata={"skipped": why}, data_version=DataVersion("off"))
+    ticker = Ticker("repaired tables of " + doc_id, 0, context.log.info)
+
+    def progress(done: int, total: int) -> None:
+        ticker.total = total
+        ticker.tick()
+
+    stats = repair_document(lake, source, models.chat(cfg.table_repair_llm, lake), cfg.repair_model,
+                            cfg.use_outline, progress)  # fmt: skip
+    for key, why in stats.refused.items():
+        context.log.info(f"{doc_id}: table {key[:8]} stays text: {why}")
+    return MaterializeResult(
+        metadata={
+            "unaligned_tables": stats.blocks,
+            "asked": stats.asked,
+            "repaired": stats.accepted,
+            "refused": MetadataValue.json(stats.refused),
+            "seconds": round(stats.seconds, 1),
+            "seconds_per_table": round(stats.seconds / stats.asked, 1) if stats.asked else 0.0,
+        },
+        data_version=DataVersion(repairs_digest(lake, doc_id) or "none"),
+    )
 
 
 PER_DOCUMENT = [source_document, document_tree, captions, leaf_embeddings, node_embeddings, index_rows]

@@ -22,6 +22,7 @@ from kohaku_rag.indexing.download import DownloadPolicy, download
 from kohaku_rag.indexing.expansions import USER_FILE as EXPANSIONS_FILE
 from kohaku_rag.lake import check_key
 from kohaku_rag.parse import payload
+from kohaku_rag.parse.payload import TableRepair
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.tree import ParsedDocument
 from kohaku_rag.web_links import web_link
@@ -236,14 +237,17 @@ def resolve_source(
     raise DocumentError(corpus / doc_id, "is no longer in the corpus folder (and metadata.csv has no URL for it)")
 
 
-def load_document(source: SourceDocument, *, use_outline: bool = True, tables: bool = False) -> ParsedDocument:
+def load_document(
+    source: SourceDocument, *, use_outline: bool = True, tables: bool = False, repair: TableRepair | None = None
+) -> ParsedDocument:
     """Parse a source document into sections and paragraphs (no ids yet); `tables`: tables
-    kept as records (the index's `table_records`)."""
+    kept as records (the index's `table_records`); `repair`: the record of a text table the
+    parser could not align, from a verified repair (indexing/table_repair.py)."""
     title = source.meta.title or None
     if source.format == "pdf":
         return parse_pdf(source.path, source.doc_id, title=title, use_outline=use_outline, tables=tables)
     if source.format == "json":
-        return payload.parse_payload_json(source.path, source.doc_id, title=title, tables=tables)
+        return payload.parse_payload_json(source.path, source.doc_id, title=title, tables=tables, repair=repair)
     if source.format == "markdown":
         return payload.parse_markdown(source.path, source.doc_id, title=title, tables=tables)
-    return payload.parse_text(source.path, source.doc_id, title=title, tables=tables)
+    return payload.parse_text(source.path, source.doc_id, title=title, tables=tables, repair=repair)

@@ -13,6 +13,7 @@ from kohaku_rag.errors import KohakuError
 from kohaku_rag.http_retry import redact_url, redact_urls
 from kohaku_rag.indexing.download import DownloadPolicy
 from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.llm import LLMSpec
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,19 @@ class IndexConfig:
     # questions right 6 -> 7 of 23 (docs/benchmarks/settings.md). The first version, which
     # set unaligned tables apart as raw lines, lost -0.027 [-0.061, +0.007].
     table_records: bool = True
+    # A text table the parser could not align is written out as rows and columns by a model,
+    # once per table, and kept only when the code can check it: every cell copied from the
+    # table's text in order, a consistent shape, no number the text lacks (table_repair.py).
+    # Runs as the per-document `table_repairs` asset after the tree; the tree reads the
+    # accepted repairs at its next build. Off by default: it costs a model call per table.
+    table_repair: bool = False
+    table_repair_llm: LLMSpec = field(default_factory=LLMSpec)
+
+    @property
+    def repair_model(self) -> str:
+        """The repairing model as a repair's key names it (never a credential)."""
+        llm = self.table_repair_llm
+        return f"{llm.backend}:{llm.model}:{redact_url(llm.base_url or '')}"
 
     def __post_init__(self) -> None:
         if self.page_images and not self.embedder.embeds_images:

@@ -24,6 +24,7 @@ from kohaku_rag.indexing.steps import (
     SOURCES,
     TREES,
     embeddings_version,
+    repaired_of,
     stored_version,
 )
 from kohaku_rag.lake import Lake, unreadable_reason
@@ -55,7 +56,7 @@ def plan_index(
     held: dict[str, str] = {}
     unreadable: dict[str, str] = {}
     for doc_id, source in scan.documents.items():
-        want = embeddings_version(source.content_hash, cfg)
+        want = embeddings_version(source.content_hash, cfg, repaired_of(lake, doc_id, cfg))
         have = stored_version(lake, INDEX_ROWS, doc_id)
         if have == want and (cut := cut_intermediate(lake, doc_id)) is not None:
             unreadable[doc_id] = cut

@@ -46,7 +46,13 @@ def index_document(
     nodes, _ = ix.build_document_tree(lake, source, cfg)
     captioner = models.captioner(cfg)
     try:
-        ix.caption_figures(lake, doc_id, nodes, captioner, ix.captions_version(source.content_hash, cfg))
+        ix.caption_figures(
+            lake,
+            doc_id,
+            nodes,
+            captioner,
+            ix.captions_version(source.content_hash, cfg, ix.repaired_of(lake, doc_id, cfg)),
+        )
     finally:
         if isinstance(captioner, VisionLLMCaptioner):
             captioner.close()
@@ -126,7 +132,8 @@ def _index_corpus(
         except (KohakuError, OSError, ValueError, RecursionError) as exc:
             failed[doc_id] = one_line(exc)
             if is_document_fault(exc):
-                remember(lake, corpus, doc_id, lambda h: ix.embeddings_version(h, cfg), failed[doc_id])
+                repaired = ix.repaired_of(lake, doc_id, cfg)
+                remember(lake, corpus, doc_id, lambda h: ix.embeddings_version(h, cfg, repaired), failed[doc_id])  # noqa: B023 -- called here
             progress(f"[{n}/{len(build)}] FAILED {doc_id}: {failed[doc_id]}")
             continue
         clear_failure(lake, doc_id)

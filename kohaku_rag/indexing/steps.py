@@ -25,6 +25,7 @@ from kohaku_rag.indexing.failures import clear_failure
 from kohaku_rag.indexing.figure_vectors import figure_vectors
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
+from kohaku_rag.indexing.table_repair import read_repairs, repair_lookup, repairs_digest
 from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
 from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.pdf_pages import page_section
@@ -84,16 +85,24 @@ CAPTION_SCHEMA = pa.schema(
 # ---------------------------------------------------------------- versions
 
 
-def tree_version(source_hash: str, cfg: IndexConfig) -> str:
+def tree_version(source_hash: str, cfg: IndexConfig, repaired: str = "") -> str:
+    """`repaired`: the digest of the document's accepted table repairs (`repaired_of`)."""
+    if repaired:  # only then, so a lake without repairs keeps its trees
+        return _digest(source_hash, cfg.parse_hash, PARSER_VERSION, repaired)
     return _digest(source_hash, cfg.parse_hash, PARSER_VERSION)
 
 
-def captions_version(source_hash: str, cfg: IndexConfig) -> str:
-    return _digest(tree_version(source_hash, cfg), cfg.caption_hash)
+def captions_version(source_hash: str, cfg: IndexConfig, repaired: str = "") -> str:
+    return _digest(tree_version(source_hash, cfg, repaired), cfg.caption_hash)
 
 
-def embeddings_version(source_hash: str, cfg: IndexConfig) -> str:
-    return _digest(captions_version(source_hash, cfg), cfg.embed_hash, EMBED_VERSION)
+def embeddings_version(source_hash: str, cfg: IndexConfig, repaired: str = "") -> str:
+    return _digest(captions_version(source_hash, cfg, repaired), cfg.embed_hash, EMBED_VERSION)
+
+
+def repaired_of(lake: Lake, doc_id: str, cfg: IndexConfig) -> str:
+    """What a document's tree reads of its table repairs ("" when repairs are off or none)."""
+    return repairs_digest(lake, doc_id) if cfg.table_repair and cfg.table_records else ""
 
 
 def _digest(*parts: str) -> str:
@@ -153,11 +162,13 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
     Returns (nodes, reused): an up-to-date stored tree is reused rather than re-parsed.
     """
 
-    version = tree_version(source.content_hash, cfg)
+    repaired = repaired_of(lake, source.doc_id, cfg)
+    version = tree_version(source.content_hash, cfg, repaired)
     path = lake.table(TREES, source.doc_id)
     if stored_version(lake, TREES, source.doc_id) == version:
         return table_to_nodes(pq.read_table(path)), True
-    parsed = load_document(source, use_outline=cfg.use_outline, tables=cfg.table_records)
+    repair = repair_lookup(read_repairs(lake, source.doc_id), cfg.repair_model) if repaired else None
+    parsed = load_document(source, use_outline=cfg.use_outline, tables=cfg.table_records, repair=repair)
     if not cfg.index_references:
         parsed = replace(parsed, sections=tuple(s for s in parsed.sections if not is_references(s.title)))
     if cfg.page_images and source.format == "pdf":
@@ -423,7 +434,7 @@ def embed_document(lake: Lake, doc_id: str, cfg: IndexConfig, embedder: Embedder
     )
     ids, matrix = pin_vectors(ids, matrix, figures.vectors)
     kind_of = {n.node_id: str(n.kind) for n in nodes}
-    version = embeddings_version(read_source(lake, doc_id)["content_hash"], cfg)
+    version = embeddings_version(read_source(lake, doc_id)["content_hash"], cfg, repaired_of(lake, doc_id, cfg))
     if caption_errors(lake, doc_id):
         version += INCOMPLETE
     extra = {}

@@ -12,16 +12,20 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse import limits
 from kohaku_rag.parse.pdf_layout import merge_lines_text
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.parse.text_tables import split_tables
+from kohaku_rag.parse.text_tables import TextTable, split_tables
 from kohaku_rag.table_record import TableRecord, TableRow, table_text
 from kohaku_rag.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
+
+# The record a verified repair gives a table block the parser left unaligned (None: none).
+TableRepair = Callable[[TextTable], TableRecord | None]
 
 # KohakuRAG's pdf_utils writes these for every embedded image; they carry no content.
 IMAGE_PLACEHOLDER = re.compile(r"^\s*\[Image page=\d+ idx=\d+[^\]]*\].*$")
@@ -97,7 +101,9 @@ def paragraphs_from_lines(
     return _merge_short(pieces, minimum, limit)
 
 
-def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None, tables: bool = True) -> ParsedDocument:
+def parse_payload_json(
+    path: Path, doc_id: str, *, title: str | None = None, tables: bool = True, repair: TableRepair | None = None
+) -> ParsedDocument:
     """KohakuRAG's `pdf_to_document_payload` JSON: {document_id, title, text, metadata, sections}."""
     text = _read_text(path)
     try:
@@ -109,7 +115,7 @@ def parse_payload_json(path: Path, doc_id: str, *, title: str | None = None, tab
     if not isinstance(payload, dict) or not isinstance(payload.get("sections"), list):
         raise DocumentError(path, "JSON payload has no 'sections' list (expected KohakuRAG's document payload format)")
     _check_payload_shape(path, payload)
-    sections = [_payload_section(sec, index, tables) for index, sec in enumerate(payload["sections"], start=1)]
+    sections = [_payload_section(sec, index, tables, repair) for index, sec in enumerate(payload["sections"], start=1)]
     meta = payload.get("metadata") or {}
     doc_title = title or str(payload.get("title") or doc_id)
     return _checked(
@@ -146,7 +152,9 @@ def _check_payload_shape(path: Path, payload: dict) -> None:
             expect(para.get("text"), str, f"{where}.paragraphs[{j}].text", "text")
 
 
-def _payload_section(section: dict, index: int, tables: bool = True) -> ParsedSection:
+def _payload_section(
+    section: dict, index: int, tables: bool = True, repair: TableRepair | None = None
+) -> ParsedSection:
     meta = section.get("metadata") or {}
     page = _as_int(meta.get("page")) or index
     texts: list[str] = []
@@ -158,22 +166,26 @@ def _payload_section(section: dict, index: int, tables: bool = True) -> ParsedSe
     return ParsedSection(
         title=str(section.get("title") or f"Page {page}"),
         page=page,
-        paragraphs=paragraphs_with_tables("\n\n".join(texts), page, tables),
+        paragraphs=paragraphs_with_tables("\n\n".join(texts), page, tables, repair),
     )
 
 
-def paragraphs_with_tables(text: str, page: int | None = None, tables: bool = True) -> list[ParsedParagraph]:
+def paragraphs_with_tables(
+    text: str, page: int | None = None, tables: bool = True, repair: TableRepair | None = None
+) -> list[ParsedParagraph]:
     """The text's paragraphs, its aligned tables taken out of the running text first
     (text_tables.py): each becomes a table paragraph holding its record. A table that cannot
     be aligned stays in the running text, as without `tables` (the index's `table_records`
     off): as a block of its own lines it crowded the passage that answered out of the
-    context (docs/benchmarks/settings.md, "Tables as records")."""
+    context (docs/benchmarks/settings.md, "Tables as records"). `repair`: the record a
+    verified repair gives a table the parser could not align (indexing/table_repair.py), if any."""
     if not tables:
         return [ParsedParagraph(text=p, page=page) for p in paragraphs_from_lines(text)]
     lines = [ln for ln in text.splitlines() if not IMAGE_PLACEHOLDER.match(ln)]
     out: list[ParsedParagraph] = []
     cursor = 0
-    for table in split_tables(lines, page):
+    for found in split_tables(lines, page):
+        table = found if found.record is not None or repair is None else replace(found, record=repair(found))
         if table.record is None:
             continue  # its lines join the running text around it
         out += [
@@ -257,9 +269,11 @@ def _markdown_table(block: list[str], tables: bool = True) -> ParsedParagraph:
     return ParsedParagraph(text="\n".join(" | ".join(r) for r in cells), attachment=Attachment.TABLE)
 
 
-def parse_text(path: Path, doc_id: str, *, title: str | None = None, tables: bool = True) -> ParsedDocument:
+def parse_text(
+    path: Path, doc_id: str, *, title: str | None = None, tables: bool = True, repair: TableRepair | None = None
+) -> ParsedDocument:
     text = _read_text(path)
-    paragraphs = paragraphs_with_tables(text, tables=tables)
+    paragraphs = paragraphs_with_tables(text, tables=tables, repair=repair)
     doc_title = title or next((ln.strip() for ln in text.splitlines() if ln.strip()), doc_id)[:200]
     return _checked(
         path,
