@@ -23,7 +23,7 @@ Model Energy use CO2 emitted Peak memory
 BERT-base 1.5 0.7 12.1
 GPT-2 XL 27.0 11.3 40.2
 T5-large 9.8 4.1 18.0
-The larger models used more energy per query in every setting we tried this week.""".split("\n")
+The larger models used more energy per query in every setting we tried this week.""".splitlines()
 
 FAITHFUL = {
     "columns": ["Energy use", "CO2 emitted", "Peak memory"],
