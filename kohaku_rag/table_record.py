@@ -2,11 +2,16 @@
 names, its rows (a label and one cell per column) and, for PDFs, where each cell is.
 
 Parsers build a `TableRecord` (parse/text_tables.py from text payloads, parse/pdf_tables.py
-from PDF pages); the tree stores it on the table's paragraph node (tree.py) and makes
-each row a sentence-level node whose text names the table and the columns
-(`row_sentence`), so that a 1.5B model reading a row never has to count to the 7th name
-of a header 20 lines up. `table_text` is what a prompt shows: the caption, then one
-record per row.
+from PDF pages, indexing/table_repair.py from a checked model repair). The record then travels
+on one path and is never parsed back out of text: the tree stores it on the table's paragraph
+node (tree.py), the vector store on that node's row (stores/store_rows.py), retrieval on the
+context item (retrieval/context.py), and each user makes the text it needs from it: the row
+sentences the index embeds and BM25 reads (`row_sentence`, which names the table and the
+columns, so a 1.5B model reading a row never counts to the 7th name of a header 20 lines up),
+the prompt's table (`table_text`), the table query's columns, the cited cell.
+
+`TABLE_LABEL` is the project's one caption pattern and `cell_number` its one reader of a
+cell's number.
 """
 
 from __future__ import annotations

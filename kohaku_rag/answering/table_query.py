@@ -4,7 +4,7 @@ runs it.
 A 1.5B model reads a cell well and counts, compares and picks extremes over many rows badly;
 it is a coder model, and SQL is what it writes best. For a question whose wording counts,
 compares or takes an extreme ("how many …", "which … the highest", "the difference
-between …") and whose context holds a table kept as a record (parse/table_record.py), the
+between …") and whose context holds a table kept as a record (table_record.py), the
 table is loaded as `t` (a `row` column, then one column per named column, numbers as
 numbers) and the model is asked for one SELECT over `t`. A single value it returns replaces
 the reply's answer_value, and the table's document is cited.
@@ -17,11 +17,14 @@ leaves the model's own answer.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import Any
 
 import duckdb
 
@@ -31,9 +34,12 @@ from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.table_record import cell_number
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "TableFrame",
     "asks_over_table",
+    "query_problem",
     "query_request",
     "run_query",
     "table_frame",
@@ -49,6 +55,7 @@ _OVER_TABLE = re.compile(
 )
 _SQL = re.compile(r"(select\b.*)", re.IGNORECASE | re.DOTALL)
 TIME_LIMIT_S = 2.0
+MEMORY_LIMIT = "256MB"  # DuckDB's buffer memory; query_problem keeps out what allocates outside it
 MAX_ROWS = 50
 MAX_TABLE_ROWS = 200
 
@@ -128,16 +135,85 @@ def _typed(cells: dict[str, str], columns: Sequence[str], types: Sequence[str]) 
     ]
 
 
+# What a query may call: aggregates, arithmetic and matching over the table's cells. Nothing
+# that makes a value of its own (repeat, a setting, a file), so its result comes from `t`.
+ALLOWED_FUNCTIONS = frozenset(
+    {"count", "count_star", "sum", "avg", "mean", "median", "min", "max", "arg_max", "arg_min", "argmax",
+     "argmin", "abs", "round", "floor", "ceil", "+", "-", "*", "/", "//", "%", "~~", "!~~", "~~*", "!~~*",
+     "lower", "upper", "trim", "coalesce", "nullif"}
+)  # fmt: skip
+MAX_VALUE_CHARS = 200
+
+
+def _walk(node: object) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def query_problem(statement: str) -> str | None:
+    """Why a statement may not run over the table (None: it may): one SELECT, reading table
+    `t` alone, calling only ALLOWED_FUNCTIONS, and reading at least one of its columns (or
+    counting its rows), so its value is made from the table, not typed into the query."""
+    con = duckdb.connect(":memory:", config={"enable_external_access": False, "autoload_known_extensions": False})
+    try:
+        (serialized,) = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone() or ("{}",)
+        tree = json.loads(serialized)
+    except duckdb.Error as exc:
+        return f"not read as SQL ({exc})"
+    finally:
+        con.close()
+    if tree.get("error"):
+        return f"not a SELECT ({tree.get('error_message', 'unreadable')})"
+    if len(tree.get("statements", [])) != 1:
+        return "not one statement"
+    nodes = list(_walk(tree["statements"]))
+    tables = {n.get("table_name") for n in nodes if n.get("type") == "BASE_TABLE"}
+    if tables != {"t"}:
+        return f"reads {sorted(str(x) for x in tables) or 'no table'}, not t alone"
+    calls = {str(n.get("function_name")).lower() for n in nodes if n.get("class") == "FUNCTION"}
+    if calls - ALLOWED_FUNCTIONS:
+        return f"calls {sorted(calls - ALLOWED_FUNCTIONS)}"
+    if not any(n.get("class") == "COLUMN_REF" for n in nodes) and "count_star" not in calls:
+        return "reads no column of t"
+    return None
+
+
+def _from_table(value: object, frame: TableFrame) -> bool:
+    """A text value must be a row label or a cell of the table (numbers are checked by the
+    query's shape: they are computed from cells)."""
+    if isinstance(value, int | float) or value is None:
+        return True
+    text = str(value).strip()
+    cells = {label.strip() for label, _ in frame.rows} | {c.strip() for _, cs in frame.rows for c in cs.values()}
+    return len(text) <= MAX_VALUE_CHARS and text in cells
+
+
 def run_query(sql: str, frame: TableFrame) -> list[tuple[object, ...]] | None:
-    """The query's rows over the table alone (None when it fails or runs too long)."""
+    """The query's rows over the table alone (None when it fails, runs too long, may not run
+    (`query_problem`) or returns text that is not the table's)."""
     found = _SQL.search(sql.replace("```sql", "").replace("```", ""))
     if found is None:
         return None
     statement = found.group(1).strip().rstrip(";").split(";")[0]
+    problem = query_problem(statement)
+    if problem is not None:
+        log.info("table query refused: %s", problem)
+        return None
     names, types = _schema(frame)
     con = duckdb.connect(
         ":memory:",
-        config={"enable_external_access": False, "autoload_known_extensions": False, "threads": 1},
+        config={
+            "enable_external_access": False,
+            "autoload_known_extensions": False,
+            "threads": 1,
+            "memory_limit": MEMORY_LIMIT,
+            "max_temp_directory_size": "0B",
+        },
     )
     try:
         cols = ", ".join(["row VARCHAR", *(f"{n} {t}" for n, t in zip(names, types, strict=True))])
@@ -151,6 +227,8 @@ def run_query(sql: str, frame: TableFrame) -> list[tuple[object, ...]] | None:
             rows = con.execute(statement).fetchmany(MAX_ROWS)
         finally:
             timer.cancel()
+        if not all(_from_table(v, frame) for r in rows for v in r):
+            return None
         return [tuple(r) for r in rows]
     except duckdb.Error:
         return None

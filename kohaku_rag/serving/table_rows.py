@@ -7,7 +7,7 @@ its quote is that row; when no row states it (a value computed from several rows
 row is highlighted. A lake parsed before row rectangles existed has one rectangle for the
 whole table: it is painted as it is, never cut at a word inside it.
 
-A table kept as a record (an aligned table, parse/table_record.py) has a sentence per row
+A table kept as a record (an aligned table, table_record.py) has a sentence per row
 after its caption, and a box per cell: its citation names the cell stating the value
 (`cell_citation`) and the page paints that cell, its row's label and its column's header."""
 
@@ -71,7 +71,7 @@ def table_quote(text: str, value: str) -> str:
     return "\n".join([*([caption] if caption else []), *stating])
 
 
-# ── Tables kept as records (parse/table_record.py): the cited cell, not the whole row ──
+# ── Tables kept as records (table_record.py): the cited cell, not the whole row ──
 
 
 def stating_cells(table: TableRecord, value: str) -> list[tuple[int, str]]:

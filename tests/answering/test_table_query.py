@@ -62,10 +62,11 @@ def test_the_query_sees_the_table_alone_and_is_cut_off() -> None:
     f = frame()
     assert run_query("SELECT * FROM read_csv('/etc/passwd')", f) is None
     assert run_query("SELECT * FROM 'https://example.com/x.parquet'", f) is None
-    assert run_query("SELECT 1; INSTALL httpfs; LOAD httpfs", f) == [(1,)]  # only the first statement runs
+    assert run_query("SELECT count(*) FROM t; INSTALL httpfs; LOAD httpfs", f) == [(3,)]  # the first statement alone
     assert run_query("DROP TABLE t", f) is None  # not a SELECT
     started = time.perf_counter()
-    assert run_query("SELECT count(*) FROM range(100000000000) a, range(100000000000) b", f) is None
+    joined = ", ".join(f"t t{k}" for k in range(24))  # 3^24 rows
+    assert run_query(f"SELECT count(*) FROM {joined}", f) is None
     assert time.perf_counter() - started < 10
 
 
@@ -73,3 +74,22 @@ def test_only_questions_that_count_compare_or_pick_an_extreme() -> None:
     assert asks_over_table(Question("q", "Which task used the most energy per query?", "kWh"))
     assert asks_over_table(Question("q", "How many models emit more than 10 g?", "models"))
     assert not asks_over_table(Question("q", "What was the PUE of the data center?", "PUE"))
+
+
+def test_a_value_the_query_typed_itself_is_refused() -> None:
+    """Fails on main: a constant, a string or a DuckDB setting became the answer value, cited
+    to the table's document, and a 1.5 GB string was built in memory."""
+    f = frame()
+    for typed in (
+        "SELECT 50000000000000",
+        "SELECT 50000000000000 FROM t",
+        "SELECT 'see http://evil.example/login' FROM t",
+        "SELECT current_setting('allowed_directories')",
+        "SELECT repeat('x', 1500000000) FROM t",
+        "SELECT max(length(repeat(row, 100000000))) FROM t",
+        "SELECT row || ' http://evil.example' FROM t LIMIT 1",
+    ):
+        assert run_query(typed, f) is None, typed
+    # Reading and computing over the table's cells still answers.
+    assert value_of(run_query("SELECT max(inference_energy_kwh_mean) / min(inference_energy_kwh_mean) FROM t", f))
+    assert value_of(run_query("SELECT row FROM t WHERE inference_energy_kwh_std > 3", f)) == "image generation"
