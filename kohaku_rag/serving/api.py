@@ -343,7 +343,7 @@ async def page_png(request: Request) -> Response:
     highlight = request.query_params.get("highlight") or None
     value = _value_param(request)
     png = service.documents.render_page(
-        request.path_params["doc_id"], page, highlight, service.settings.render_dpi, value
+        request.path_params["doc_id"], page, highlight, service.settings.render_dpi, value, _more_values(request)
     )
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
 
@@ -355,12 +355,25 @@ async def node_text(request: Request) -> Response:
     if not node_id:
         raise ApiError(400, "give ?highlight=<node_id>")
     docs = service_of(request).documents
-    return JSONResponse(docs.marked_text(request.path_params["doc_id"], node_id, _value_param(request)))
+    doc_id = request.path_params["doc_id"]
+    return JSONResponse(docs.marked_text(doc_id, node_id, _value_param(request), _more_values(request)))
+
+
+MAX_VALUES = 4
+
+
+def _more_values(request: Request) -> tuple[str, ...]:
+    """Further `?value=`s: the other cells a computed value was read from (table_cells.py)."""
+    values = request.query_params.getlist("value")[1:]
+    if len(values) >= MAX_VALUES or any(len(v) > 100 for v in values):
+        raise ApiError(400, f"value: at most {MAX_VALUES} values of at most 100 characters")
+    return tuple(v for v in values if v)
 
 
 def _value_param(request: Request) -> str | None:
     """`?value=`: the answer's value, so a cited table marks the row stating it."""
-    value = request.query_params.get("value") or None
+    # the first: Starlette's `get` gives the last of repeated keys
+    value = next(iter(request.query_params.getlist("value")), None) or None
     if value is not None and len(value) > 100:
         raise ApiError(400, "value: at most 100 characters")
     return value

@@ -8,6 +8,7 @@ only ever opened at the path the lake recorded, never at one built from a reques
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,9 +115,17 @@ class Documents:
             raise ApiError(404, f"no document {doc_id!r} in the lake")
         return doc_id
 
-    def render_page(self, doc_id: str, page: int, highlight: str | None, dpi: int, value: str | None = None) -> bytes:
+    def render_page(
+        self,
+        doc_id: str,
+        page: int,
+        highlight: str | None,
+        dpi: int,
+        value: str | None = None,
+        more: Sequence[str] = (),
+    ) -> bytes:
         """The PDF page as PNG, the sentences of node `highlight` painted over (of a cited
-        table: its caption and the rows stating `value`)."""
+        table: its caption and the rows stating `value`, or the cells stating it and `more`)."""
         info = self.info(doc_id)
         if info.format != "pdf":
             raise ApiError(404, f"document {doc_id!r} is {info.format}, not a PDF: ask /api/documents/{doc_id}/text")
@@ -131,7 +140,8 @@ class Documents:
             if recorded is not None:  # a table kept as a record: its cell, row label and header
                 para, children = recorded
                 texts = []
-                tables = [r for r in cell_rects(para, children, sentences, value) if r[0] == page]
+                painted = [r for v in (value, *more) for r in cell_rects(para, children, sentences, v)]
+                tables = [r for r in dict.fromkeys(painted) if r[0] == page]
             else:
                 texts = [s for s in sentences if not is_table(s)]
                 tables = [r for s in sentences if is_table(s) for r in table_rects(s, value) if r[0] == page]
@@ -142,7 +152,9 @@ class Documents:
             png: bytes = pg.get_pixmap(dpi=dpi).tobytes("png")
         return png
 
-    def marked_text(self, doc_id: str, node_id: str, value: str | None = None) -> dict[str, object]:
+    def marked_text(
+        self, doc_id: str, node_id: str, value: str | None = None, more: Sequence[str] = ()
+    ) -> dict[str, object]:
         """A node's paragraph with the node's sentences marked, for documents without pages
         (and for the text beside a page image): `parts` alternate plain and marked text. In
         a cited table, the caption and the rows stating `value` are marked."""
@@ -153,7 +165,7 @@ class Documents:
         if para.table is not None:
             rows = [i for i in [row_index(para, node)] if i is not None]
             return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
-                    "parts": record_parts(para.table, value or "", rows),
+                    "parts": _union(record_parts(para.table, v or "", rows) for v in (value, *more)),
                     "cell": cell_citation(para.table, value or "", rows)}  # fmt: skip
         if is_table(para) and value and stating_rows(para.text, value):
             return {"doc_id": doc_id, "node_id": node_id, "paragraph_id": para.node_id, "page": para.page,
@@ -230,3 +242,15 @@ def _title(doc_id: str, row: dict[str, str], nodes: list[Node]) -> str:
         if title and title.strip() and title.strip() not in (doc_id, file_name):
             return title.strip()
     return doc_id
+
+
+def _union(readings: Iterable[list[dict[str, object]]]) -> list[dict[str, object]]:
+    """The same lines, each marked where any reading marks it."""
+    out: list[dict[str, object]] = []
+    for parts in readings:
+        if not out:
+            out = [dict(p) for p in parts]
+            continue
+        for mine, theirs in zip(out, parts, strict=True):
+            mine["marked"] = bool(mine["marked"]) or bool(theirs["marked"])
+    return out

@@ -50,8 +50,8 @@ CITED = _obj(
     },
     # every cell the value was read or computed from (table_cells = "named"), each named
     cells={"type": "array", "items": _obj(["table", "row", "column"], table=STR, row=STR, column=STR)},
-    # what a page highlight marks in this passage: the value, or the cell it was read from
-    highlight_value=STR,
+    # what a page highlight marks in this passage: the value, or the cells it was read from
+    highlight_values=STRS,
 )
 ANSWER = _obj(
     ["answer", "value", "unit", "refs", "explanation", "cited", "seconds", "config"],

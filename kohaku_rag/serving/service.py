@@ -424,10 +424,10 @@ class AnswerService:
         cells of this table the reply named and the code read (table_cells.py)."""
         cell: dict[str, str] | None = None
         cells: list[dict[str, str]] = []
-        highlight = value
+        highlights = [value]
         table = self._named_citation(item, named) if named else None
         if table is not None:
-            quote, sentence_id, cells, highlight = table
+            quote, sentence_id, cells, highlights = table
             cell = cells[0]
         elif (recorded := self._table_citation(item, value)) is not None:
             quote, sentence_id, cell = recorded
@@ -452,15 +452,16 @@ class AnswerService:
             "cell": cell,
             # every cell the value was read or computed from, each named ([] when none)
             "cells": cells,
-            # what the page marks in this passage: the value, or the cell the value was read from
-            "highlight_value": highlight,
+            # what the page marks in this passage: the value, or the cells the value was read from
+            "highlight_values": highlights,
         }
 
     def _named_citation(
         self, item: ContextItem, named: Sequence[Operand]
-    ) -> tuple[str, str, list[dict[str, str]], str] | None:
-        """(quote, row sentence id, cells, cell value to mark) of the cells the reply named in
-        a table kept as a record; None when the lake's table no longer has them."""
+    ) -> tuple[str, str, list[dict[str, str]], list[str]] | None:
+        """(quote, node to mark, cells, their values) of the cells the reply named in a table
+        kept as a record (the node: the cells' row, or the table when they are in several);
+        None when the lake's table no longer has them."""
         try:
             recorded = self.documents.recorded_table(item.doc_id, item.node_id)
         except ApiError:
@@ -472,15 +473,15 @@ class AnswerService:
         assert table is not None
         rows: list[int] = []
         cells: list[dict[str, str]] = []
-        marked = ""
+        marked: list[str] = []
         for o in named:
             row = next((i for i, r in enumerate(table.rows) if r.label == o.table_row), None)
             if row is None or o.table_column not in table.columns:
                 return None
             rows.append(row)
             cells.append({"table": table.label or "table", "row": o.table_row, "column": o.table_column})
-            marked = marked or table.rows[row].cells[table.columns.index(o.table_column)]
-        sentence = next((c for c in children if row_index(para, c) == rows[0]), para)
+            marked.append(table.rows[row].cells[table.columns.index(o.table_column)])
+        sentence = next((c for c in children if len(set(rows)) == 1 and row_index(para, c) == rows[0]), para)
         quote = "\n".join(
             [
                 *([table.caption] if table.caption else []),

@@ -208,7 +208,7 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
     (41.0 + 77.3 kWh = 0.1183 MWh) was the model's own arithmetic, and the card named no
     cell since no cell states the sum. With `table_cells = "named"` the model names the two
     cells, the code adds them and converts kWh to MWh; the card names both cells and the page
-    marks the first one's cell, row label and header. KOHAKU_SCREENSHOTS keeps the screenshots
+    marks both, with their row labels and header. KOHAKU_SCREENSHOTS keeps the screenshots
     (docs/images/table_cells_named_*.png)."""
     import base64
     import json
@@ -220,7 +220,13 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
     from selenium.webdriver.support.ui import WebDriverWait
 
     lake = tmp_path / "lake"
-    assert not kr.index(energy_pdf.parent, lake, index_config=RECORDS, progress=lambda _m: None).failed
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "energy.pdf").write_bytes(energy_pdf.read_bytes())
+    (corpus / "metadata.csv").write_text(
+        "id,type,title,year,citation,url\nenergy,paper,Energy report,2025,,https://example.org/energy-report.pdf\n"
+    )
+    assert not kr.index(corpus, lake, index_config=RECORDS, progress=lambda _m: None).failed
     # The scripted model types a wrong sum; the cells it names are what count.
     monkeypatch.setitem(qa_server.QUESTIONS, TOGETHER_QUESTION, ("MWh", "0.2", "energy"))
     cells = [{"row": "Table 2: B", "column": "Energy (kWh)"}, {"row": "Table 2: C", "column": "Energy (kWh)"}]
@@ -251,7 +257,8 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
         driver.find_element(By.CSS_SELECTOR, "#chips .chip").click()
         wait.until(lambda d: d.execute_script("return document.getElementById('page').naturalWidth") > 0)
         marks = [m.text.strip() for m in driver.find_elements(By.CSS_SELECTOR, "#evidence-text mark")]
-        assert "B · Energy (kWh): 41.0 · Hours: 30" in marks
+        assert "B · Energy (kWh): 41.0 · Hours: 30" in marks and "C · Energy (kWh): 77.3 · Hours: 52" in marks
+        assert "A · Energy (kWh): 12.5 · Hours: 10" not in marks
         assert named in driver.find_element(By.ID, "evidence-title").text
         page = driver.execute_script(
             "const i = document.getElementById('page'); const c = document.createElement('canvas');"
@@ -259,6 +266,19 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
             "return c.toDataURL('image/png');"
         )
         plain = pixels(httpx.get(f"{url}/api/documents/energy/pages/1.png", timeout=30).content)
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "table_cells_named_card.png"))
+            driver.find_element(By.ID, "page").screenshot(str(Path(shots) / "table_cells_named_page.png"))
+        # On a phone the source link beside the long title stays one word on one line.
+        driver.set_window_size(390, 844)
+        link = driver.find_element(By.ID, "evidence-link")
+        assert link.text == "source"
+        if link.text:
+            assert link.size["height"] < 2 * float(link.value_of_css_property("font-size").rstrip("px")), link.size
+        title = driver.find_element(By.ID, "evidence-title")
+        assert title.size["width"] > 150, title.size  # the title wraps as words, not letters
+        if shots:
+            driver.save_screenshot(str(Path(shots) / "table_cells_named_phone.png"))
         # A follow-up's rewrite reads the cells' row names ("and run A?" after runs B and C).
         driver.find_element(By.ID, "follow-up").click()
         driver.find_element(By.ID, "question").send_keys("And run A alone?")
@@ -266,9 +286,6 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
         wait.until(lambda d: any("Conversation so far" in str(r.body) for r in qa.requests))
         rewrite = next(r.body for r in qa.requests if "Conversation so far" in str(r.body))
         assert f"0.1183 MWh ({named})" in rewrite["messages"][-1]["content"]
-        if shots:
-            driver.save_screenshot(str(Path(shots) / "table_cells_named_card.png"))
-            driver.find_element(By.ID, "page").screenshot(str(Path(shots) / "table_cells_named_page.png"))
     # The page image the browser shows marks B's energy cell, not C's, not B's hours.
     shown = pixels(base64.b64decode(page.split(",", 1)[1]))
     assert shown.shape == plain.shape
@@ -281,5 +298,5 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
         x, y = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
         return bool(changed[int(y * scale), int(x * scale)])
 
-    assert painted(table.rows[1].cell_boxes[0])
-    assert not painted(table.rows[1].cell_boxes[1]) and not painted(table.rows[0].cell_boxes[0])
+    assert painted(table.rows[1].cell_boxes[0]) and painted(table.rows[2].cell_boxes[0])  # B's and C's energy
+    assert not painted(table.rows[1].cell_boxes[1]) and not painted(table.rows[0].cell_boxes[0])  # B's hours, A's

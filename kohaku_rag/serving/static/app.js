@@ -474,9 +474,9 @@ async function openEvidence(c) {
   const quote = $("evidence-text");
   quote.replaceChildren(c.text);
   // the answer's value: a cited table marks its caption and the row stating it
-  // (or, for a value read from a named cell and converted, that cell)
-  const marked = c.highlight_value || (current && current.value);
-  const value = current && !current.is_blank && marked ? "&value=" + encodeURIComponent(marked) : "";
+  // (or, for a value read from named cells and converted or computed, those cells)
+  const marked = c.highlight_values && c.highlight_values.length ? c.highlight_values : [current && current.value];
+  const value = current && !current.is_blank ? marked.filter(Boolean).map((v) => "&value=" + encodeURIComponent(v)).join("") : "";
   const id = encodeURIComponent(c.sentence_id || c.node_id) + value;
   const doc = encodeURIComponent(c.doc_id);
   try {
