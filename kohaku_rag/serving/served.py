@@ -54,6 +54,26 @@ def all_rows(lake: Lake) -> list[dict[str, Any]]:
         return [decode(r) for r in db.execute("SELECT * FROM answers ORDER BY seq").fetchall()]
 
 
+RECENT_ANSWERS = 20
+
+
+def typical_seconds(lake: Lake, config: str) -> tuple[float, int] | None:
+    """(median seconds, answers) of the config's last answers on this lake that the model
+    wrote (not served from the store): what the ask page tells an asker to expect before the
+    first token. None before the first one."""
+    if not has_store(lake):
+        return None
+    with connection(lake) as db:
+        rows = db.execute(
+            "SELECT seconds FROM answers WHERE config = ? AND stored = 0 ORDER BY seq DESC LIMIT ?",
+            (config, RECENT_ANSWERS),
+        ).fetchall()
+    seconds = sorted(float(r[0]) for r in rows)
+    if not seconds:
+        return None
+    return seconds[len(seconds) // 2], len(seconds)
+
+
 def response_by_key(lake: Lake, key: StoredKey) -> dict[str, Any] | None:
     """The latest response served for (question, unit, config, config hash, index version)."""
     if not has_store(lake):

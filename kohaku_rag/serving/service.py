@@ -38,7 +38,7 @@ from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
-from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key
+from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key, typical_seconds
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import (
     cell_citation,
@@ -192,6 +192,7 @@ class AnswerService:
         for name in self.config_names():
             row = scores.get(name, {})
             problem = self.config_problem(name)
+            typical = typical_seconds(self.lake, name)
             out.append(
                 {
                     "name": name,
@@ -199,6 +200,9 @@ class AnswerService:
                     "available": problem is None,
                     "error": problem,
                     **{k: row.get(k) for k in ("final", "value", "ref", "na")},
+                    # the median seconds of its last answers here, and of how many (null: none yet)
+                    "typical_seconds": round(typical[0], 1) if typical else None,
+                    "typical_of": typical[1] if typical else 0,
                 }
             )
         return out

@@ -58,11 +58,24 @@ def test_the_live_reply_reads_as_prose_under_a_clock(app, qa) -> None:
         assert "{" not in shown and '"' not in shown and "explanation" not in shown, shown
         status = driver.find_element(By.ID, "live-status").text
         assert re.search(r"at it for \d+ s", status), status
+        # Before its first answer the server says it has no figure yet, and how slow a CPU can be.
+        assert "no answer with this config here yet" in status, status
         wait.until(lambda d: "0.18" in d.find_element(By.ID, "live-text").text)  # the answer as written
         _screenshot(driver, "ask_page_live_reply.png")
         wait.until(lambda d: "L/kWh" in d.find_element(By.ID, "live-text").text)
         wait.until(ec.visibility_of_element_located((By.ID, "answer")))
         assert not driver.find_element(By.ID, "live-reply").is_displayed()  # the card replaces it
+        # The next question is told what to expect from this server's own answers, before its first word.
+        driver.find_element(By.ID, "question").clear()
+        driver.find_element(By.ID, "question").send_keys("How many watts did the A100 GPU draw?")
+        driver.find_element(By.ID, "unit").clear()
+        driver.find_element(By.ID, "unit").send_keys("W")
+        driver.find_element(By.ID, "ask").click()
+        wait.until(lambda d: "answers here take about" in d.find_element(By.ID, "live-status").text)
+        status = driver.find_element(By.ID, "live-status").text
+        assert re.search(r"answers here take about \d+ s, the median of the last one\)", status), status
+        _screenshot(driver, "ask_page_expected_wait.png")
+        wait.until(ec.visibility_of_element_located((By.ID, "answer")))
         logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not logs, logs
 

@@ -143,7 +143,21 @@ function stopLive() {
 function tickLive() {
   const seconds = Math.floor((Date.now() - live.started) / 1000);
   const doing = live.raw ? "writing" : "reading the question and its context";
-  $("live-status").textContent = "The model has been at it for " + seconds + " s: " + doing + "…";
+  $("live-status").textContent = "The model has been at it for " + seconds + " s: " + doing + "…" + expectedWait();
+}
+
+// What to expect, from this server's own recent answers with the chosen config (the median
+// of up to 20), so a slow CPU machine says so before the first word instead of looking stuck.
+function expectedWait() {
+  const c = configs.find((x) => x.name === $("config").value);
+  if (!c || c.typical_seconds == null) return " (no answer with this config here yet: on a CPU a first answer can take minutes)";
+  const n = c.typical_of;
+  return " (answers here take about " + Math.round(c.typical_seconds) + " s, the median of the last " + (n === 1 ? "one" : n) + ")";
+}
+
+// After an answer, the expectation learns from it (the list of configs is not redrawn).
+async function refreshTypical() {
+  try { configs = (await (await api("/api/configs")).json()).configs; } catch (e) { /* keep the old figures */ }
 }
 
 function showReply(text) {
@@ -220,7 +234,7 @@ async function follow(request) {
   showStage("retrieving");
   try {
     const result = await readEvents(await request());
-    if (result) { remember(result); showAnswer(result); }
+    if (result) { remember(result); showAnswer(result); refreshTypical(); }
   } catch (e) {
     showStageError();
     showError(e.message);
