@@ -14,8 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku_rag.answering.answer import Prediction, answer_question
+from kohaku_rag.answering.answer import answer_question
 from kohaku_rag.answering.config_folder import config_of
+from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answers.records import Question

@@ -9,7 +9,7 @@ from corpus_docs import write_corpus
 from qa_server import QAServer
 
 import kohaku_rag as kr
-from kohaku_rag.answering.answer import Prediction
+from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import IndexSummary

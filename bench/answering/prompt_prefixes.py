@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import kohaku_rag as kr  # noqa: E402
-from kohaku_rag.answering.answer import answer_request  # noqa: E402
 from kohaku_rag.answering.planner import plan_request  # noqa: E402
+from kohaku_rag.answering.prompt import answer_request  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402

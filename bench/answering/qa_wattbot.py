@@ -31,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.indexing.index_wattbot import flat_baseline  # noqa: E402
-from kohaku_rag.answering.answer import answer_runs, is_true_false, plan_for  # noqa: E402
+from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
+from kohaku_rag.answering.prompt import is_true_false  # noqa: E402
 from kohaku_rag.answering.qa_config import QUOTE_EVIDENCE, TRUE_FALSE_VERDICTS, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402

@@ -34,8 +34,8 @@ from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
 from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.writer_lock import lake_writer
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_of, configs_dir
+from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import CONFIG_VERSION
 from kohaku_rag.answering.time_split import time_split

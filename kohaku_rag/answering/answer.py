@@ -25,18 +25,14 @@ from kohaku_rag.answering.compute import compute, with_working
 from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
 from kohaku_rag.answering.entity_split import entity_queries
 from kohaku_rag.answering.planner import plan_queries
-from kohaku_rag.answering.prediction import Prediction, prediction_from_row
+from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.prompt import (
     ImageLoader,
     answer_request,
-    build_messages,
     choices,
     computes,
     context_doc_ids,
-    evidence_sentences,
     explanation_cap,
-    figure_images,
-    format_context,
     is_true_false,
     prompt_text,
 )
@@ -54,7 +50,7 @@ from kohaku_rag.answering.table_query import (
     value_of,
     with_query_value,
 )
-from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
+from kohaku_rag.answering.verdict import apply_verdict, verdict_logodds, verdict_request
 from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.answers.value_form import FORM_CHECK, form_problem
 from kohaku_rag.answers.vote import vote
@@ -65,33 +61,7 @@ from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.stores.vectors import MAX_K
 
-# The answering API as it was when all of it lived here (callers import it from this module).
-__all__ = [
-    "ImageLoader",
-    "Prediction",
-    "Searcher",
-    "answer_question",
-    "answer_request",
-    "answer_runs",
-    "apply_verdict",
-    "build_messages",
-    "cite_source",
-    "context_doc_ids",
-    "counts_as_blank",
-    "deepen",
-    "evidence_sentences",
-    "figure_images",
-    "format_context",
-    "is_true_false",
-    "parse_reply",
-    "plan_for",
-    "prediction_from_row",
-    "prompt_text",
-    "statement_of",
-    "verdict_logodds",
-    "verdict_request",
-    "with_confidence",
-]
+__all__ = ["answer_question", "answer_runs", "counts_as_blank", "deepen", "plan_for"]
 
 log = logging.getLogger(__name__)
 

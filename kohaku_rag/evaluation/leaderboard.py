@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.answer import Prediction
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files
 from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
+from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answers.question_files import load_questions

@@ -4,7 +4,8 @@ import pytest
 from qa_server import response_schema
 from test_qa import write_config
 
-from kohaku_rag.answering.answer import answer_question, cite_source
+from kohaku_rag.answering.answer import answer_question
+from kohaku_rag.answering.citing import cite_source
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.answers.records import Answer, Question

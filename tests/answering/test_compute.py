@@ -12,9 +12,10 @@ import json
 import pytest
 from chat_server import ChatServer, Fault
 
-from kohaku_rag.answering.answer import answer_request, answer_runs
+from kohaku_rag.answering.answer import answer_runs
 from kohaku_rag.answering.compute import ComputeError, Working, safe_eval, significant
 from kohaku_rag.answering.prediction import prediction_from_row
+from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
 from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat

@@ -214,8 +214,10 @@ def test_credentials_in_the_endpoint_stay_out_of_the_output_and_the_lake(env, ca
 def test_a_failed_true_false_verdict_call_is_a_failure_not_the_replys_own_verdict():
     from chat_server import ChatServer, Fault, server_error
 
-    from kohaku_rag.answering.answer import answer_request, answer_runs, verdict_request
+    from kohaku_rag.answering.answer import answer_runs
+    from kohaku_rag.answering.prompt import answer_request
     from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
+    from kohaku_rag.answering.verdict import verdict_request
     from kohaku_rag.llm.openai_compat import OpenAIChat
 
     class Fixed:

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kohaku_rag.answering.answer import with_confidence
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import dump_json, dump_toml, load_qa_config
+from kohaku_rag.answering.reply import with_confidence
 from kohaku_rag.answers.records import Answer
 from kohaku_rag.llm import ChatResult, LLMSpec
 

@@ -23,10 +23,11 @@ from kohaku_assets.instance import instance_for
 from kohaku_assets.runner import resources_for, run_config, run_ensemble
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.answer import answer_question, parse_reply
+from kohaku_rag.answering.answer import answer_question
 from kohaku_rag.answering.planner import parse_plan, plan_queries
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
+from kohaku_rag.answering.reply import parse_reply
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
@@ -446,7 +447,7 @@ def test_config_files_and_part_hashes(tmp_path):
 def test_snippets_can_be_headed_by_document_and_section(env):
     import dataclasses
 
-    from kohaku_rag.answering.answer import build_messages
+    from kohaku_rag.answering.prompt import build_messages
     from kohaku_rag.retrieval.context import ContextItem, section_heading
     from kohaku_rag.tree import Node, NodeKind
 
@@ -475,7 +476,7 @@ def load_qa_config_defaults():
 def test_evidence_sentences_are_marked_in_the_prompt(env):
     import dataclasses
 
-    from kohaku_rag.answering.answer import build_messages
+    from kohaku_rag.answering.prompt import build_messages
 
     settings, _server, _questions = env
     retriever = open_retriever(settings.lake, settings.index_config())
@@ -538,7 +539,7 @@ def test_top_figures_are_sent_as_images_to_a_vision_model(env):
 def test_true_false_replies_quote_a_context_sentence_first():
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from kohaku_rag.answering.answer import answer_request, evidence_sentences
+    from kohaku_rag.answering.prompt import answer_request, evidence_sentences
     from kohaku_rag.answering.qa_config import GenerationPart
     from kohaku_rag.retrieval.context import ContextItem
 
@@ -575,15 +576,10 @@ def test_true_false_replies_quote_a_context_sentence_first():
 def test_true_false_verdict_comes_from_the_models_probabilities(caplog):
     import math
 
-    from kohaku_rag.answering.answer import (
-        answer_request,
-        answer_runs,
-        apply_verdict,
-        statement_of,
-        verdict_logodds,
-        verdict_request,
-    )
+    from kohaku_rag.answering.answer import answer_runs
+    from kohaku_rag.answering.prompt import answer_request
     from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
+    from kohaku_rag.answering.verdict import apply_verdict, statement_of, verdict_logodds, verdict_request
     from kohaku_rag.answers.records import Answer
 
     assert (

@@ -12,7 +12,8 @@ import pytest
 from chat_server import ChatServer
 from qa_server import response_schema
 
-from kohaku_rag.answering.answer import answer_runs, build_messages
+from kohaku_rag.answering.answer import answer_runs
+from kohaku_rag.answering.prompt import build_messages
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config, qa_config_from_mapping
 from kohaku_rag.answering.question_types import ROUTES, detect_type, route_for, search_config

@@ -10,7 +10,8 @@ import pytest
 from chat_server import ChatServer, Fault
 
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.answer import answer_request, answer_runs
+from kohaku_rag.answering.answer import answer_runs
+from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart, hashed_fields
 from kohaku_rag.answering.support_check import apply_support, proposed_answer, support_logodds, support_request
 from kohaku_rag.answers.records import Answer, Question

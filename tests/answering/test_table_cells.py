@@ -14,9 +14,10 @@ import json
 import pytest
 from chat_server import ChatServer, Fault
 
-from kohaku_rag.answering.answer import answer_request, answer_runs
+from kohaku_rag.answering.answer import answer_runs
 from kohaku_rag.answering.compute import Working
 from kohaku_rag.answering.prediction import prediction_from_row
+from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
 from kohaku_rag.answering.table_cells import reply_fields
 from kohaku_rag.answers.records import Question

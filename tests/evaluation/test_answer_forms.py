@@ -8,7 +8,7 @@ import csv
 import pytest
 from shared_data import WATTBOT
 
-from kohaku_rag.answering.answer import build_messages
+from kohaku_rag.answering.prompt import build_messages
 from kohaku_rag.answers.answer_forms import asks_for_several, asks_to_compute, range_from_pair
 from kohaku_rag.answers.normalise import canonical_list, normalise_answer
 from kohaku_rag.answers.question_files import load_questions

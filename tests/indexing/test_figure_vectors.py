@@ -238,7 +238,7 @@ def test_dagster_path_shares_the_step(tmp_path: Path, server: EmbeddingServer, c
 
 
 def test_page_images_index_each_page_as_an_image_node(tmp_path: Path, server: EmbeddingServer, corpus: Path) -> None:
-    from kohaku_rag.answering.answer import figure_images as attached_images
+    from kohaku_rag.answering.prompt import figure_images as attached_images
     from kohaku_rag.parse.pdf_pages import PAGE_SECTION, render_pages
 
     ((number, page_png),) = render_pages(corpus / f"{DOC}.pdf")

@@ -157,7 +157,7 @@ def test_make_chat_model_builds_the_cached_bundled_model(tmp_path: Path) -> None
 
 
 def test_first_token_probabilities_give_a_verdict(llm: LlamaCppChat) -> None:
-    from kohaku_rag.answering.answer import verdict_logodds
+    from kohaku_rag.answering.verdict import verdict_logodds
 
     def logodds(statement: str) -> float:
         req = ChatRequest(
