@@ -58,6 +58,9 @@ ANSWER_FORMAT = 6
 STAGE_FORMAT = 1
 # The diverse rerank's prompts (diverse_rerank.py) as of this number; hashed only when on.
 DIVERSE_FORMAT = 1
+# Bump when a stored context item changes shape: 2, a table item carries its record, which
+# retrievals stored before it lack (they are recomputed, not read without their tables).
+CONTEXT_FORMAT = 2
 ROUTINGS = ("off", "question_type")
 TEMPERATURE = Range(0.0, 2.0)
 UNITS = Range(1, 4096)  # context units in a prompt (the retrieval's MAX_HITS)
@@ -326,7 +329,7 @@ class QAConfig:
         cfg = redact_urls(self)
         retrieval = hashed_fields(cfg.retrieval)
         retrieval["search"] = hashed_fields(cfg.retrieval.search)
-        payload: dict[str, Any] = {"questions": cfg.questions, "retrieval": retrieval}
+        payload: dict[str, Any] = {"questions": cfg.questions, "retrieval": retrieval, "context_format": CONTEXT_FORMAT}
         if cfg.retrieval.uses_llm:
             # The planner's queries depend on which model writes them, not on how it is reached.
             llm = cfg.planner_llm

@@ -67,8 +67,9 @@ def test_cite_hashes_as_before_at_its_legacy_value():
     # and again (00954a685517ed22 before): ANSWER_FORMAT 4 (a bare number pair read as a range);
     # 2026-11-28 (fc4642c8aef1ed56 before): ANSWER_FORMAT 5 (a copied rule read as nothing) and
     # max_retries 0 by default; (8f94326578f42941 before): ANSWER_FORMAT 6 and value_form (a value
-    # not of the asked form is an abstention).
-    assert legacy.generation_hash == "c54012c946262242"
+    # not of the asked form is an abstention); (c54012c946262242 before): CONTEXT_FORMAT 2, a table
+    # item carries its record.
+    assert legacy.generation_hash == "244e6a3b041901ae"
     assert default.generation_hash != legacy.generation_hash
     assert default.retrieval_hash == legacy.retrieval_hash
     with pytest.raises(ValueError, match="cite"):

@@ -138,7 +138,8 @@ def test_hashes_leave_out_credentials_and_keep_what_configs_without_them_stored(
     # generation and voting hashes on 2026-11-26: 71e2f5a5d1d9b62c and ffb20ff2c04d4b09 before, then
     # 9837a0093c8c78fa and 57c41247cc618dad before ANSWER_FORMAT 4, ranges read from a bare pair,
     # then 98b6c5fb402a4cd5 and 0229f2fa6d3d57f6 before ANSWER_FORMAT 5, a copied rule read as nothing,
-    # then 8b3943eede9db494 and d278a378a290819b before ANSWER_FORMAT 6 and value_form, the form check.)
+    # then 8b3943eede9db494 and d278a378a290819b before ANSWER_FORMAT 6 and value_form, the form check,
+    # then 25d30e30704e6511 and 665ed5ff1d9163f8 before CONTEXT_FORMAT 2, table items with their records.)
     old_defaults = {"use_planner": True, "budget_chars": 4000}
     cfg = qa_config_from_mapping(
         {
@@ -147,8 +148,8 @@ def test_hashes_leave_out_credentials_and_keep_what_configs_without_them_stored(
             "generation": {"llm": llm, "max_retries": 2},
         }
     )
-    assert cfg.retrieval_hash == "cda549583b16fece"
-    assert (cfg.generation_hash, cfg.voting_hash) == ("25d30e30704e6511", "665ed5ff1d9163f8")
+    assert cfg.retrieval_hash == "d2ac1aa42a28edd1"  # (cda549583b16fece before CONTEXT_FORMAT 2)
+    assert (cfg.generation_hash, cfg.voting_hash) == ("35914a78819c2711", "657c9522e349c053")
     embedder = EmbedderSpec(backend="openai", model="e", base_url="http://127.0.0.1:9")
     pinned = IndexConfig(
         captioner="vision", vision_base_url="http://127.0.0.1:9/v1", vision_model="m", embedder=embedder
