@@ -20,10 +20,11 @@ from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, caption_la
 
 __all__ = ["TextTable", "split_tables"]
 
-# A numeric cell: 0.047, 1,171, 3.55e6, 175B, 52.88%, $40M, (12.3), ~5, 10^20, 2.1x
+# A numeric cell: 0.047, 1,171, 3.55e6, 175B, 52.88%, $40M, (12.3), ~5, 10^20, 2.1x, a range
+# "35–65%" or "$433–$1472", a value and its interval "2.4[2.0,2.9]"
 _NUMERIC = re.compile(
-    r"^[(]?[-+−~≈<>≤≥$€£]*\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?(?:\^\d+)?"
-    r"(?:×10\^[-−]?\d+)?(?:%|×|x|[KMBGTkmb])?(?:\([-−\d.,]+\))?(?:±\d[\d,]*(?:\.\d+)?|\(±\d[\d,]*(?:\.\d+)?\))?[)\]]?[*†‡]*$"
+    r"^[(]?[-+−~≈<>≤≥$€£]*\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?(?:\^\d+)?(?:%?[–-][$€£]?\d[\d,]*(?:\.\d+)?)?"
+    r"(?:×10\^[-−]?\d+)?(?:%|×|x|[KMBGTkmb])?(?:\([-−\d.,]+\)|\[[-−\d.,]+\])?(?:±\d[\d,]*(?:\.\d+)?|\(±\d[\d,]*(?:\.\d+)?\))?[)\]]?[*†‡]*$"
 )
 _EMPTY_CELLS = frozenset({"-", "–", "—", "--", "n/a", "N/A", "NA", "N.A."})
 _WORD_CELLS = frozenset({"∞", "inf", "Inf"})
@@ -41,6 +42,13 @@ _PLUS_MINUS = re.compile(r"\s*±\s*")
 _SPREAD = re.compile(r"(\d)\s+\(\s*±\s*")
 # "7(6, 8)": a value and its interval are one cell
 _INTERVAL = re.compile(r"(\d)\(\s*([-−\d.]+),\s*([-−\d.]+)\s*\)")
+# "2.4 [2.0, 2.9]" or "8B [23, 80]": numbers in brackets after a token (see _bracketed)
+_BRACKETED = re.compile(r"(\S+)\s*\[\s*(\d[\d.,\s–-]*?)\s*\]")
+_LABEL_END = "\u2063"  # stands for a dropped citation until the label is cut from the cells
+# "6 Evaluation", "4.2 Hyper-parameters": a section's heading, never a table's header line
+_HEADING = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-Z]\.|[IVX]+\.)\s+[A-Z][\w-]*(?:\s+[\w-]+){0,5}$")
+# "Consumer Renew. Gas Coal Nuc.": a line of names may end in a short abbreviation's full stop
+_ABBREVIATION_END = re.compile(r"(?:^|\s)[A-Z][a-z]{0,4}\.$")
 # "1.0 × 10−4" as printed: one cell, "1.0×10^-4"
 _POWER_OF_TEN = re.compile(r"(\d)\s*[×x]\s*10\s*([−-]?)\s*(\d+)")
 
@@ -71,10 +79,37 @@ def _is_numeric(token: str) -> bool:
     return token in _EMPTY_CELLS or token in _WORD_CELLS or bool(_NUMERIC.match(number))
 
 
+def _number(token: str) -> float | None:
+    digits = re.sub(r"[^\d.]", "", token.replace("−", "-"))
+    try:
+        return float(digits)
+    except ValueError:
+        return None
+
+
+def _bracketed(match: re.Match[str]) -> str:
+    """Numbers in brackets: the interval of the value before them when they bracket it ("9 [8,
+    12]": one cell "9[8,12]"), else a citation ("8B [23, 80]", "[3]"), dropped from the line;
+    anything else (a year range, a list of words) is left as it is."""
+    before, inner = match.group(1), match.group(2)
+    parts = [p.strip() for p in inner.split(",")]
+    if not all(re.fullmatch(r"[-−]?\d[\d.]*", p) for p in parts):
+        return match.group(0)
+    value = _number(before) if _NUMERIC.match(before) else None
+    if len(parts) == 2 and value is not None:
+        low, high = _number(parts[0]), _number(parts[1])
+        if low is not None and high is not None and low <= value <= high:
+            return f"{before}[{parts[0]},{parts[1]}]"
+    if all(p.isdigit() for p in parts):
+        return f"{before} {_LABEL_END}"  # where the label ends: the numbers after it are cells
+    return match.group(0)
+
+
 def numeric_tail(line: str) -> tuple[str, list[str]]:
     """(label, cells): the line's trailing numeric cells and the text before them."""
     line = _SPREAD.sub(r"\1(±", _PLUS_MINUS.sub("±", line.strip()))
     line = _INTERVAL.sub(r"\1(\2,\3)", line)
+    line = _BRACKETED.sub(_bracketed, line)
     line = _POWER_OF_TEN.sub(r"\1×10^\2\3", line)
     line = _MAGNITUDE.sub("\\1\u2060\\2", line)
     line = _UNIT.sub("\\1\u2060\\2", line)
@@ -82,7 +117,21 @@ def numeric_tail(line: str) -> tuple[str, list[str]]:
     k = len(tokens)
     while k > 0 and _is_numeric(tokens[k - 1]):
         k -= 1
-    return " ".join(tokens[:k]), tokens[k:]
+    if 0 < k < len(tokens) and _qualifies_label(tokens[k - 1], tokens[k]):
+        k += 1
+    return " ".join(t for t in tokens[:k] if t != _LABEL_END), tokens[k:]
+
+
+def _qualifies_label(word: str, token: str) -> bool:
+    """ "Llama (13B)": a size in parentheses after a word of the label is the label's (a cell in
+    parentheses holds digits alone: "(12.3)")."""
+    return (
+        token.startswith("(")
+        and token.endswith(")")
+        and any(ch.isalpha() for ch in token)
+        and not _is_numeric(word)
+        and any(ch.isalpha() for ch in word)
+    )
 
 
 def _row_shape(line: str) -> int:
@@ -157,6 +206,20 @@ def _names(text: str) -> list[str]:
     return names
 
 
+def _joined_names(text: str) -> list[str]:
+    """A second reading of a header line's names, for when one name a word gives no fit: a
+    sign joins the name before it ("PyTorch % ∆"), and so does a word all in lower case ("TPU
+    v6e", "Max batch size"; not "vLLM"), since names start with a capital or a digit."""
+    names: list[str] = []
+    for word in _names(text):
+        sign = not any(ch.isalnum() for ch in word)
+        if names and (sign or word.islower()):
+            names[-1] = f"{names[-1]} {word}"
+        else:
+            names.append(word)
+    return names
+
+
 def _words(text: str) -> list[str]:
     return _PLUS_MINUS.sub("±", _CITATION.sub(" ", text).replace("|", " ")).split()
 
@@ -218,7 +281,31 @@ def _plausible(names: Sequence[str]) -> bool:
 
 def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
     """(label header, column names) from header lines, or None when they do not give one
-    name per cell column (`width`), with or without a name for the label column."""
+    name per cell column (`width`), with or without a name for the label column: one name a
+    word first, then names of several words (`_joined_names`) as a last resort."""
+    return _word_columns(header, width) or _joined_columns(header, width)
+
+
+def _joined_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+    """Names of several words, on a single header line (over several, a word's line tells more
+    than its case) when none starts with a word all in lower case (a header in lower case,
+    "task mean std", gives no cue where a name starts) and each has a letter (not a value
+    with its stars: "0.090 ∗∗∗")."""
+    if len(header) != 1:
+        return None
+    names = _joined_names(header[0])
+    if not names or any(n.split()[0].islower() or not re.search(r"[^\W\d_]", n) for n in names):
+        return None
+    if not _plausible(names):
+        return None
+    if len(names) == width:
+        return "", tuple(names)
+    if len(names) == width + 1 and not any(ch.isdigit() for ch in names[0]):
+        return names[0], tuple(names[1:])
+    return None
+
+
+def _word_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
     if not header:
         return None
 
@@ -236,7 +323,8 @@ def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] |
         return None
 
     per_line = [_names(h) for h in header]
-    whole = fit(_names(" ".join(header))) or fit(_words(" ".join(header)))
+    joined = " ".join(header)
+    whole = fit(_names(joined)) or fit(_words(joined))
     if whole is not None:
         return whole
     per_line = [_words(h) for h in header]
@@ -281,13 +369,17 @@ def _stacked_columns(pieces: Sequence[str], width: int) -> tuple[str, tuple[str,
     """A header printed one or two words a line, column after column ("GPU" / "Power" /
     "Usage" / "(kWh)"): the pieces cut into exactly `width` (+1 for the label column) names
     at the best-fitting boundaries; None unless every boundary fits (score > 0)."""
-    if any(len(p.split()) > 3 for p in pieces):
-        return None
+    if any(len(p.split()) > 3 or re.search(r"\)\s+\S", p) for p in pieces):
+        return None  # a piece holding a boundary ("(A100) Unon-GPU total"): the cuts cannot tell
     for groups in (width + 1, width):
         if len(pieces) < groups:
             continue
         cut = _best_cuts(pieces, groups)
-        if cut is None:
+        if cut is _TIE and _boundary_score(pieces[0], pieces[1]) > 0:
+            # the first piece may name the row labels ("Region" / "Average" / "Packaging"),
+            # but which of the others start names is a guess: so is reading it with no label
+            return None
+        if cut is None or cut is _TIE:
             continue
         names = [" ".join(pieces[a:b]) for a, b in zip([0, *cut], [*cut, len(pieces)], strict=True)]
         if groups == width + 1:
@@ -296,9 +388,12 @@ def _stacked_columns(pieces: Sequence[str], width: int) -> tuple[str, tuple[str,
     return None
 
 
+_TIE: list[int] = []  # _best_cuts: cuts were possible, but two sets scored best
+
+
 def _best_cuts(pieces: Sequence[str], groups: int) -> list[int] | None:
     """The `groups - 1` cut positions with the highest total score, each scoring above 0 and
-    the best unique (a tie is a guess: None)."""
+    the best unique (None: no such cuts; `_TIE`: a tie, a guess)."""
     n = len(pieces)
     scores = [_boundary_score(pieces[i - 1], pieces[i]) for i in range(1, n)]  # cut before piece i
     # best[k][i]: (score, ties) of k cuts among the first i pieces, the last cut before piece i
@@ -323,7 +418,7 @@ def _best_cuts(pieces: Sequence[str], groups: int) -> list[int] | None:
     top = max(v[0] for v in finals)
     winners = [v for v in finals if v[0] == top]
     if len(winners) > 1 or winners[0][1] > 1:
-        return None
+        return _TIE
     return winners[0][2]
 
 
@@ -333,14 +428,23 @@ def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) 
     i = start - 1
     while i >= floor and len(out) < MAX_HEADER_LINES:
         s = lines[i].strip()
-        if not s or _CAPTION.match(s) or _is_prose(s, typical) or _row_shape(s):
+        if not s or _CAPTION.match(s) or _HEADING.match(s) or _is_prose(s, typical) or _row_shape(s):
             break
         before = lines[i - 1].strip() if i > 0 else ""
-        if _SENTENCE_END.search(s) and len(before) > 0.6 * typical and not _SENTENCE_END.search(before):
+        if _ends_sentence(s) and len(before) > 0.6 * typical and not _SENTENCE_END.search(before):
             break  # the end of a long line's sentence wrapped onto its own line ("small."), not a header
         out.append(i)
         i -= 1
     return sorted(out)
+
+
+def _ends_sentence(line: str) -> bool:
+    """A line ending a sentence, not a row of names ending in an abbreviation ("... Coal Nuc.")."""
+    if not _SENTENCE_END.search(line):
+        return False
+    words = line.split()
+    names = len(words) >= 2 and not any(w.lower() in _STOPWORDS for w in words)
+    return not (names and _ABBREVIATION_END.search(line))
 
 
 def _header_below(lines: Sequence[str], end: int, ceiling: int, typical: float) -> list[int]:
@@ -373,6 +477,8 @@ def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[
     for line in lines[start:end]:
         label, cells = numeric_tail(line)
         if len(cells) < 2:
+            if sum(_is_numeric(t) for t in numeric_tail(label)[0].split() + cells) >= 2:
+                return None  # values ending in a word ("700 W 400 W unlisted"), not a label
             pending.append(line.strip())  # a wrapped label, or the name of the rows below
             continue
         if len(cells) < width:
@@ -427,6 +533,8 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
             t_start, t_end = min(t_start, cap[0]), max(t_end, cap[1])
         caption = " ".join(ln.strip() for ln in lines[cap[0] : cap[1]]) if cap else ""
         rows = _rows(lines, start, end, width, label_lines) if cols is not None else None
+        if cols is not None and cols[0] and rows and not any(r.label for r in rows):
+            rows = None  # a name for row labels that no row has: the first name is a column's
         if cols is None and not caption and len(rows or []) < 3 and end - start < 3:
             continue  # two number lines with no caption and no header: not evidence of a table
         record = None
