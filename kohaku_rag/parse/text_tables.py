@@ -47,6 +47,11 @@ _BRACKETED = re.compile(r"(\S+)\s*\[\s*(\d[\d.,\s–-]*?)\s*\]")
 _LABEL_END = "\u2063"  # stands for a dropped citation until the label is cut from the cells
 # "6 Evaluation", "4.2 Hyper-parameters": a section's heading, never a table's header line
 _HEADING = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-Z]\.|[IVX]+\.)\s+[A-Z][\w-]*(?:\s+[\w-]+){0,5}$")
+# A footnote's link or a lone page number: where a header above a table cannot reach
+_NOT_HEADER = re.compile(r"https?://|\bwww\.|^\d{1,3}$")
+# "600Time in Seconds": a figure's axis number glued onto its title, never a column's name
+_GLUED = re.compile(r"^\d+[A-Z][a-z]")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # "2022-09-21": one cell
 # "Consumer Renew. Gas Coal Nuc.": a line of names may end in a short abbreviation's full stop
 _ABBREVIATION_END = re.compile(r"(?:^|\s)[A-Z][a-z]{0,4}\.$")
 # "1.0 × 10−4" as printed: one cell, "1.0×10^-4"
@@ -76,7 +81,7 @@ class TextTable:
 
 def _is_numeric(token: str) -> bool:
     number, _, magnitude = token.partition("\u2060")
-    return token in _EMPTY_CELLS or token in _WORD_CELLS or bool(_NUMERIC.match(number))
+    return token in _EMPTY_CELLS or token in _WORD_CELLS or bool(_NUMERIC.match(number) or _DATE.match(token))
 
 
 def _number(token: str) -> float | None:
@@ -274,6 +279,7 @@ def _plausible(names: Sequence[str]) -> bool:
             and (letter or not all(_is_numeric(w) or len(w) == 1 for w in words))
             and n.lower() not in _STOPWORDS
             and not re.search(r"[:;,]($|\s)", n)
+            and not _GLUED.match(n)
         )
 
     return all(name(n) for n in names)
@@ -283,7 +289,39 @@ def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] |
     """(label header, column names) from header lines, or None when they do not give one
     name per cell column (`width`), with or without a name for the label column: one name a
     word first, then names of several words (`_joined_names`) as a last resort."""
-    return _word_columns(header, width) or _joined_columns(header, width)
+    return _word_columns(header, width) or _numbered_columns(header, width) or _joined_columns(header, width)
+
+
+def _increasing(tokens: Sequence[str]) -> bool:
+    """ "2019 2020 2021", "4 8 16 32": whole numbers rising, as columns are numbered (a row of
+    values seldom is)."""
+    if len(tokens) < 2 or not all(t.isdigit() for t in tokens):
+        return False
+    values = [int(t) for t in tokens]
+    return all(a < b for a, b in zip(values, values[1:], strict=False))
+
+
+def _numbered_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+    """Columns named by a rising run of numbers: on the header's one line after the labels'
+    name and before at most one more name ("Carbon Intensity 2019 2020 2021 YoY%"), or on its
+    second line under a group name, after the labels' name and the other columns' names
+    ("Model TP Max batch size" over "4 8 16 32 64")."""
+    if len(header) == 1:
+        words = _words(header[0])
+        for tail in (0, 1):
+            run = words[len(words) - width : len(words) - tail]
+            label = words[: len(words) - width]
+            if len(words) >= width and _increasing(run) and (not tail or not words[-1][0].isdigit()):
+                if all(any(ch.isalpha() for ch in w) for w in label):
+                    return " ".join(label), tuple(words[len(words) - width :])
+        return None
+    if len(header) == 2 and _increasing(numbers := _words(header[1])) and len(numbers) < width:
+        names = _joined_names(header[0])
+        others = width - len(numbers)
+        if len(names) == others + 2 and _plausible(names):
+            group = names[-1]
+            return names[0], (*names[1:-1], *(f"{group}{GROUP_SEP}{n}" for n in numbers))
+    return None
 
 
 def _joined_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
@@ -428,7 +466,9 @@ def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) 
     i = start - 1
     while i >= floor and len(out) < MAX_HEADER_LINES:
         s = lines[i].strip()
-        if not s or _CAPTION.match(s) or _HEADING.match(s) or _is_prose(s, typical) or _row_shape(s):
+        if not s or _CAPTION.match(s) or _HEADING.match(s) or _NOT_HEADER.search(s) or _is_prose(s, typical):
+            break
+        if _row_shape(s):
             break
         before = lines[i - 1].strip() if i > 0 else ""
         if _ends_sentence(s) and len(before) > 0.6 * typical and not _SENTENCE_END.search(before):
@@ -505,8 +545,11 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
     runs = _runs(shapes, lines, typical)
     for k, (start, end) in enumerate(runs):
         ceiling = runs[k + 1][0] if k + 1 < len(runs) else len(lines)
+        numbered = _numbered_line(lines, start, end)
+        if numbered:
+            start += 1  # "4 8 16 32 64" over rows with labels: the header's last line
         width = statistics.mode(s for s in shapes[start:end] if s)
-        above = _header_above(lines, start, floor, typical)
+        above = _header_above(lines, start - numbered, floor, typical) + ([start - 1] if numbered else [])
         cols = None
         label_lines: list[str] = []
         # the lines just above the rows: the header, or (a short header) a row label's first part
@@ -550,6 +593,14 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         found.append(TextTable(t_start, t_end, record, caption, tuple(lines[t_start:t_end])))
         floor = t_end
     return found
+
+
+def _numbered_line(lines: Sequence[str], start: int, end: int) -> bool:
+    """The run's first line is rising numbers with no label, and the rows after it have labels:
+    it numbers the columns ("4 8 16 32 64")."""
+    label, cells = numeric_tail(lines[start])
+    following = [numeric_tail(ln)[0] for ln in lines[start + 1 : end]]
+    return not label and _increasing(cells) and len(following) >= 2 and all(following)
 
 
 def _find_caption(

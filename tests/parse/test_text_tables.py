@@ -351,3 +351,57 @@ def test_names_of_several_words_are_read_off_one_header_line_only() -> None:
         "Datacenter of original experiment Google\nGeorgia\n" + PROSE
     )
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_footnote_with_a_link_above_the_header_is_not_part_of_it() -> None:
+    text = (
+        PROSE + "3\n2nvidia-smi: https://bit.ly/30sGEbi\nModel Power Hours\n"
+        "Transformer 1415.78 12\nELMo 517.66 336\nBERT 12041.51 79\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Model" and record.columns == ("Power", "Hours")
+
+
+def test_numbered_columns_after_a_label_name_of_several_words() -> None:
+    # "Carbon Intensity 2019 2020 2021 YoY%": years name the columns (an increasing run of whole
+    # numbers), the words before them the row labels
+    text = (
+        PROSE + "Emissions Category 2019 2020 2021 YoY%\nFossil fuels 5.57 9.37 11.89 8%\n"
+        "Refrigerants 0.19 0.25 0.22 -25%\nTotal 5.76 9.62 12.11 7%\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Emissions Category"
+    assert record.columns == ("2019", "2020", "2021", "YoY%")
+    assert record.rows[1].cells == ("0.19", "0.25", "0.22", "-25%")
+
+
+def test_a_line_of_numbered_columns_under_their_group_name() -> None:
+    # chung2025, Table 1: "4 8 16 32 64" reads as a row, but it is the header's second line:
+    # the batch sizes under "Max batch size", after a column "TP" and the labels' "Model"
+    text = (
+        PROSE + "Model TP Max batch size\n4 8 16 32 64\nQwen 3 8B [23, 80] 1 9713.7 6010.1 4314.9 3340.8 2770.8\n"
+        "Phi 4 15B [3] 1 19974.4 12389.6 9347.3 7634.9 7595.4\nQwen 3 32B [80] 2 26419.7 15168.3 9140.5 6165.5 4520.6\n"
+        + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Model"
+    assert record.columns[:2] == ("TP", "Max batch size · 4") and record.columns[-1] == "Max batch size · 64"
+    assert record.rows[1] == TableRow(
+        label="Phi 4 15B", cells=("1", "19974.4", "12389.6", "9347.3", "7634.9", "7595.4")
+    )
+
+
+def test_a_date_is_one_cell() -> None:
+    text = (
+        PROSE + "H100 TPU v1 TPU v2\nRelease date 2022-09-21 2015-05-20 2017\nDate adjustment factor 1.00 10.66 5.38\n"
+        "Performance ratio 100% 5% 9%\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.rows[0] == TableRow(
+        label="Release date", cells=("2022-09-21", "2015-05-20", "2017")
+    )
+
+
+def test_a_figure_axis_glued_onto_its_title_is_not_a_header() -> None:
+    text = PROSE + "0\n200\n400\n600Time in Seconds\n1.27 1.00\n0.88 0.66\n0.51 0.40\n" + PROSE
+    assert all(t.record is None for t in split_tables(text.splitlines()))
