@@ -311,9 +311,9 @@ def _numbered_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str
         for tail in (0, 1):
             run = words[len(words) - width : len(words) - tail]
             label = words[: len(words) - width]
-            if len(words) >= width and _increasing(run) and (not tail or not words[-1][0].isdigit()):
-                if all(any(ch.isalpha() for ch in w) for w in label):
-                    return " ".join(label), tuple(words[len(words) - width :])
+            named = all(any(ch.isalpha() for ch in w) for w in label)
+            if len(words) >= width and _increasing(run) and (not tail or not words[-1][0].isdigit()) and named:
+                return " ".join(label), tuple(words[len(words) - width :])
         return None
     if len(header) == 2 and _increasing(numbers := _words(header[1])) and len(numbers) < width:
         names = _joined_names(header[0])
