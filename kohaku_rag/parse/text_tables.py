@@ -289,7 +289,29 @@ def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] |
     """(label header, column names) from header lines, or None when they do not give one
     name per cell column (`width`), with or without a name for the label column: one name a
     word first, then names of several words (`_joined_names`) as a last resort."""
-    return _word_columns(header, width) or _numbered_columns(header, width) or _joined_columns(header, width)
+    return (
+        _word_columns(header, width)
+        or _numbered_columns(header, width)
+        or _first_then_group(header, width)
+        or _joined_columns(header, width)
+    )
+
+
+def _first_then_group(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+    """ "Year Electricity Generation Emission(Metric Ton)" over "NOx SO2 PM2.5 VOC", one name
+    short: the upper line's first word names the first cell column (the years), which names
+    the rows (their labels: one column fewer than `width`), the rest of it is the group over
+    the names below."""
+    if len(header) != 2:
+        return None
+    upper, lower = _names(header[0]), _names(header[1])
+    # two names below at least: one alone may be a row label's first part ("BLOOMz" over "7B")
+    if len(lower) != width - 1 or len(lower) < 2 or not 2 <= len(upper) <= 7 or not _plausible(upper + lower):
+        return None
+    if any(n.startswith("(") for n in lower):
+        return None  # units under names ("(billion) Rate"): the lines stack one header, no group
+    group = " ".join(upper[1:])
+    return upper[0], tuple(f"{group}{GROUP_SEP}{n}" for n in lower)
 
 
 def _increasing(tokens: Sequence[str]) -> bool:
@@ -509,13 +531,29 @@ def _caption_span(lines: Sequence[str], at: int, typical: float, stop: int) -> t
     return at, end
 
 
+# "4·V100", "8x A100": a count of a device, a text cell that has its digit
+_CODE_CELL = re.compile(r"^\d+\s*[·x×]\s*[A-Za-z]\S*$")
+
+
+def _code_row(line: str, width: int) -> tuple[str, list[str]] | None:
+    """(label, cells) of a row whose `width` cells are counts of devices ("GPU 4·V100 8·V100"),
+    which no numeric tail finds; None for any other line."""
+    tokens = line.split()
+    label, cells = tokens[: len(tokens) - width], tokens[len(tokens) - width :]
+    if not label or len(cells) != width or len(label) > MAX_LABEL_WORDS:
+        return None
+    if any(ch.isdigit() for ch in " ".join(label)) or not all(_CODE_CELL.match(c) or _is_numeric(c) for c in cells):
+        return None
+    return (" ".join(label), cells) if any(_CODE_CELL.match(c) for c in cells) else None
+
+
 def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[str]) -> list[TableRow] | None:
     """The run's rows, each with `width` cells; None when a row has fewer (not aligned).
     `pending`: the first row's label, begun on the lines above it."""
     rows: list[TableRow] = []
     pending = list(pending)
     for line in lines[start:end]:
-        label, cells = numeric_tail(line)
+        label, cells = _code_row(line, width) or numeric_tail(line)
         if len(cells) < 2:
             if sum(_is_numeric(t) for t in numeric_tail(label)[0].split() + cells) >= 2:
                 return None  # values ending in a word ("700 W 400 W unlisted"), not a label
@@ -549,6 +587,8 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         if numbered:
             start += 1  # "4 8 16 32 64" over rows with labels: the header's last line
         width = statistics.mode(s for s in shapes[start:end] if s)
+        while start > floor and not numbered and _code_row(lines[start - 1], width):
+            start -= 1  # a row of device counts right above the rows ("GPU 4·V100 8·V100")
         above = _header_above(lines, start - numbered, floor, typical) + ([start - 1] if numbered else [])
         cols = None
         label_lines: list[str] = []
@@ -575,7 +615,8 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         if cap is not None:
             t_start, t_end = min(t_start, cap[0]), max(t_end, cap[1])
         caption = " ".join(ln.strip() for ln in lines[cap[0] : cap[1]]) if cap else ""
-        rows = _rows(lines, start, end, width, label_lines) if cols is not None else None
+        # a reading may take the first cell column for the labels ("Year"): one column fewer
+        rows = _rows(lines, start, end, len(cols[1]), label_lines) if cols is not None else None
         if cols is not None and cols[0] and rows and not any(r.label for r in rows):
             rows = None  # a name for row labels that no row has: the first name is a column's
         if cols is None and not caption and len(rows or []) < 3 and end - start < 3:

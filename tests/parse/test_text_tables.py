@@ -405,3 +405,41 @@ def test_a_date_is_one_cell() -> None:
 def test_a_figure_axis_glued_onto_its_title_is_not_a_header() -> None:
     text = PROSE + "0\n200\n400\n600Time in Seconds\n1.27 1.00\n0.88 0.66\n0.51 0.40\n" + PROSE
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_row_of_codes_with_digits_over_the_number_rows_is_a_row() -> None:
+    # dodge2022, Table 2: "GPU 4·V100 8·V100 256·A100" names a row of text cells, each with a
+    # digit, one per column: a row, not a third header line
+    text = (
+        PROSE + "Model BERT BERT 6B\nfinetune pretrain Transf.\nGPU 4·V100 8·V100 256·A100\n"
+        "Hours 6 36 192\nkWh 3.1 37.3 13,812.4\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Model"
+    assert record.columns == ("BERT finetune", "BERT pretrain", "6B Transf.")
+    assert [r.label for r in record.rows] == ["GPU", "Hours", "kWh"]
+    assert record.rows[0].cells == ("4·V100", "8·V100", "256·A100") and record.rows[2].cells[1] == "37.3"
+
+
+def test_a_first_column_of_numbers_named_before_a_group() -> None:
+    # han2024, Table 5: "Year" names the years' column, the rest of its line the group over
+    # "NOx SO2 PM2.5 VOC"; the rows have no label but their first cell, the year, names them
+    text = (
+        PROSE + "Year Electricity Generation Emission(Metric Ton)\nNOx SO2 PM2.5 VOC\n"
+        "2016 1100575.41 1369417.44 111604.62 30250.76\n2023 711746.94 717409.25 110878.22 34311.54\n"
+        "2028 695495.34 733437.11 110279.40 34446.71\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Year"
+    assert record.columns[1] == "Electricity Generation Emission(Metric Ton) · SO2"
+    assert record.rows[1] == TableRow(label="2023", cells=("711746.94", "717409.25", "110878.22", "34311.54"))
+
+
+def test_units_under_names_are_no_group() -> None:
+    # griggs2024, Table 3: "($/hr) Savings" completes the names above it, they are no group under
+    # "Solver L4 A10G ...": and the instance counts leave cells out, so no reading is safe
+    text = (
+        PROSE + "Rate (req/s) Solver L4 A10G A100 H100 Norm. Cost\n($/hr) Savings\n1 Mélange 1 1 1.71 N/A\n"
+        "H100-only 1 7.516 77.25%\nA100-only 1 3.67 53.41%\nL4-only 3 2.1 18.57%\n" + PROSE
+    )
+    assert all(t.record is None for t in split_tables(text.splitlines()))
