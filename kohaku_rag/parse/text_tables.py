@@ -409,7 +409,30 @@ def _word_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ..
         return None
     if len(group_names) > 6:
         return None
+    repeated = _repeated_groups(last, group_names, width)
+    if repeated is not None:
+        return repeated if repeated is not _NO_READING and _plausible(list(repeated[1])) else None
     return fit(last, " ".join(group_names))
+
+
+def _repeated_groups(last: Sequence[str], group_names: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+    """Names repeated along the last header line ("Energy (Wh) Accuracy Energy (Wh) Accuracy")
+    under one group word each ("news yelp", maybe after a title: "Dataset news yelp"); None
+    when the names do not repeat, `_NO_READING` when the group words do not match the repeats
+    (one group over all of them would be wrong)."""
+    label = last[0] if len(last) == width + 1 else ""
+    names = list(last[1:] if label else last)
+    if len(names) != width:
+        return None
+    period = next((m for m in range(1, width // 2 + 1) if width % m == 0 and names == names[:m] * (width // m)), 0)
+    if not period:
+        return None
+    k = width // period
+    if len(group_names) not in (k, k + 1):
+        return _NO_READING
+    title = f"{group_names[0]} " if len(group_names) == k + 1 else ""
+    groups = group_names[len(group_names) - k :]
+    return label, tuple(f"{title}{g}{GROUP_SEP}{n}" for g in groups for n in names[:period])
 
 
 def _boundary_score(before: str, after: str) -> int:
@@ -448,6 +471,7 @@ def _stacked_columns(pieces: Sequence[str], width: int) -> tuple[str, tuple[str,
     return None
 
 
+_NO_READING: tuple[str, tuple[str, ...]] = ("", ())  # repeated names the group words do not fit
 _TIE: list[int] = []  # _best_cuts: cuts were possible, but two sets scored best
 
 

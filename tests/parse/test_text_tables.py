@@ -443,3 +443,20 @@ def test_units_under_names_are_no_group() -> None:
         "H100-only 1 7.516 77.25%\nA100-only 1 3.67 53.41%\nL4-only 3 2.1 18.57%\n" + PROSE
     )
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_names_repeated_under_one_group_word_each() -> None:
+    # zschache2025: "news yelp" over "Energy (Wh) Accuracy Energy (Wh) Accuracy": each dataset
+    # over its own pair, not one group over all four ("Dataset" titles the datasets)
+    text = (
+        PROSE + "Dataset news yelp\nModel Energy (Wh) Accuracy Energy (Wh) Accuracy\n"
+        "Linear BoW <0.01 0.59 <0.01 0.36\nXGBoost Tf-idf <0.01 0.55 <0.01 0.33\nPhi Mini 7.20 0.87 5.13 0.53\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Model"
+    assert record.columns == (
+        "Dataset news · Energy (Wh)",
+        "Dataset news · Accuracy",
+        "Dataset yelp · Energy (Wh)",
+        "Dataset yelp · Accuracy",
+    )
