@@ -460,3 +460,20 @@ def test_names_repeated_under_one_group_word_each() -> None:
         "Dataset yelp · Energy (Wh)",
         "Dataset yelp · Accuracy",
     )
+
+
+def test_a_sentence_below_the_rows_is_not_their_header() -> None:
+    # amazon2023: a sentence's first line below the rows read as four names
+    text = (
+        PROSE + "Signatories 300 396 473\nCountries 29 36 42\nIndustries 51 55 59\n"
+        "Accelerating Forest finance (LEAF) Coalition—a public-private\ninitiative that is mobilizing more than $1 billion to protect forests\n"
+    )
+    assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_legend_below_rows_without_labels_is_not_their_header() -> None:
+    # erben2023: a bar chart's values, then its legend ("Model" / "RN18" / "RN50")
+    text = (
+        PROSE + "0\n500\n1000Samples per Second\n1466 1462 1462\n768 771 778\n292 298 297\nModel\nRN18\nRN50\n" + PROSE
+    )
+    assert all(t.record is None for t in split_tables(text.splitlines()))
