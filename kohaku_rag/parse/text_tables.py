@@ -327,7 +327,7 @@ def _numbered_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str
     """Columns named by a rising run of numbers: on the header's one line after the labels'
     name and before at most one more name ("Carbon Intensity 2019 2020 2021 YoY%"), or on its
     second line under a group name, after the labels' name and the other columns' names
-    ("Model TP Max batch size" over "4 8 16 32 64")."""
+    ("Model TP Max batch size" over "4 8 16 32 64"), or on its last line under a title."""
     if len(header) == 1:
         words = _words(header[0])
         for tail in (0, 1):
@@ -337,6 +337,11 @@ def _numbered_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str
             if len(words) >= width and _increasing(run) and (not tail or not words[-1][0].isdigit()) and named:
                 return " ".join(label), tuple(words[len(words) - width :])
         return None
+    titled = _numbered_columns(header[-1:], width) if 2 <= len(header) <= 3 else None
+    title = " ".join(header[:-1])
+    if titled is not None and not titled[0] and any(w.lower() in _STOPWORDS for w in title.split()):
+        # a title over the numbered columns ("The Climate Pledge by the Numbers"): their group
+        return "", tuple(f"{title}{GROUP_SEP}{n}" for n in titled[1])
     if len(header) == 2 and _increasing(numbers := _words(header[1])) and len(numbers) < width:
         names = _joined_names(header[0])
         others = width - len(numbers)

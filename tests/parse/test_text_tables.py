@@ -477,3 +477,14 @@ def test_a_legend_below_rows_without_labels_is_not_their_header() -> None:
         PROSE + "0\n500\n1000Samples per Second\n1466 1462 1462\n768 771 778\n292 298 297\nModel\nRN18\nRN50\n" + PROSE
     )
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_numbered_columns_under_a_title() -> None:
+    # amazon2023: a title line over "2021 2022 2023 YoY%": the title groups the numbered columns
+    text = (
+        PROSE + "The Climate Pledge by the Numbers\n2021 2022 2023 YoY%\nSignatories 300 396 473 19%\n"
+        "Countries 29 36 42 17%\nIndustries 51 55 59 7%\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.columns[0] == "The Climate Pledge by the Numbers · 2021"
+    assert record.columns[-1].endswith("YoY%") and record.rows[1].cells == ("29", "36", "42", "17%")
