@@ -20,11 +20,11 @@ from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, caption_la
 
 __all__ = ["TextTable", "split_tables"]
 
-# A numeric cell: 0.047, 1,171, 3.55e6, 175B, 52.88%, $40M, (12.3), ~5, 10^20, 2.1x, a range
+# A numeric cell: 0.047, 1,171, 3.55e6, 175B, 52.88%, $40M, (12.3), ~5, 10^20, 2.1x, 48GB, a range
 # "35–65%" or "$433–$1472", a value and its interval "2.4[2.0,2.9]"
 _NUMERIC = re.compile(
     r"^[(]?[-+−~≈<>≤≥$€£]*\d[\d,]*(?:\.\d+)?(?:[eE][-+−]?\d+)?(?:\^\d+)?(?:%?[–-][$€£]?\d[\d,]*(?:\.\d+)?)?"
-    r"(?:×10\^[-−]?\d+)?(?:%|×|x|[KMBGTkmb])?(?:\([-−\d.,]+\)|\[[-−\d.,]+\])?(?:±\d[\d,]*(?:\.\d+)?|\(±\d[\d,]*(?:\.\d+)?\))?[)\]]?[*†‡]*$"
+    r"(?:×10\^[-−]?\d+)?(?:%|×|x|[KMGT]i?B|[kMG]?Wh?|ms|[KMBGTkmb])?(?:\([-−\d.,]+\)|\[[-−\d.,]+\])?(?:±\d[\d,]*(?:\.\d+)?|\(±\d[\d,]*(?:\.\d+)?\))?[)\]]?[*†‡]*$"
 )
 _EMPTY_CELLS = frozenset({"-", "–", "—", "--", "n/a", "N/A", "NA", "N.A."})
 _WORD_CELLS = frozenset({"∞", "inf", "Inf"})
@@ -48,7 +48,10 @@ _LABEL_END = "\u2063"  # stands for a dropped citation until the label is cut fr
 # "6 Evaluation", "4.2 Hyper-parameters": a section's heading, never a table's header line
 _HEADING = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-Z]\.|[IVX]+\.)\s+[A-Z][\w-]*(?:\s+[\w-]+){0,5}$")
 # A footnote's link or a lone page number: where a header above a table cannot reach
-_NOT_HEADER = re.compile(r"https?://|\bwww\.|^\d{1,3}$")
+# and a table's label alone ("TABLE IV") or its title in capitals (with a small word: "COST OF")
+_NOT_HEADER = re.compile(
+    r"https?://|\bwww\.|^\d{1,3}$|^(?:TABLE|Table)\s+[IVXLC\d]+$|^(?=.*\b(?:OF|ON|AND|FOR|WITH|THE|IN)\b)[A-Z][A-Z\s,.:;()-]{15,}$"
+)
 # "600Time in Seconds": a figure's axis number glued onto its title, never a column's name
 _GLUED = re.compile(r"^\d+[A-Z][a-z]")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # "2022-09-21": one cell
@@ -376,8 +379,8 @@ def _word_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ..
 
     def fit(names: list[str], group: str = "") -> tuple[str, tuple[str, ...]] | None:
         prefix = f"{group}{GROUP_SEP}" if group else ""
-        if not _plausible(names):
-            return None
+        if not _plausible(names) or any(n.startswith("(") and n.endswith(")") for n in names):
+            return None  # (a unit alone is the second half of a name, not a column's name)
         if len(names) == width:
             return "", tuple(prefix + n for n in names)
         # One name more than cells names the row labels first ("Model", "Metric"); a first
@@ -543,7 +546,9 @@ def _header_below(lines: Sequence[str], end: int, ceiling: int, typical: float) 
     i = end
     while i < ceiling and len(out) < 3:
         s = lines[i].strip()
-        if not s or _CAPTION.match(s) or _is_prose(s, typical) or _row_shape(s):
+        if not s or _CAPTION.match(s) or _HEADING.match(s) or _NOT_HEADER.search(s) or _is_prose(s, typical):
+            break
+        if _row_shape(s):
             break
         out.append(i)
         i += 1
@@ -596,6 +601,8 @@ def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[
         if len(cells) > width:  # numbers inside a label ("Llama 3.2 1B 0.03 0.2")
             label = " ".join([label, *cells[: len(cells) - width]]).strip()
             cells = cells[len(cells) - width :]
+            if len(label.split()) > 1 and not any(ch.isalpha() for ch in label):
+                return None  # a label of numbers: a row too wide (a chart's axis), not a year
         label = " ".join([*pending, label]).strip()
         pending = []
         if not label and rows and rows[0].label:

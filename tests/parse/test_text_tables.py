@@ -488,3 +488,34 @@ def test_numbered_columns_under_a_title() -> None:
     record = only(text).record
     assert record is not None and record.columns[0] == "The Climate Pledge by the Numbers · 2021"
     assert record.columns[-1].endswith("YoY%") and record.rows[1].cells == ("29", "36", "42", "17%")
+
+
+def test_a_table_label_and_a_title_in_capitals_are_not_header_lines_and_a_glued_unit_is_a_cell() -> None:
+    # xia2024, TABLE IV: "TABLE IV" alone (no colon) and a title in capitals above the names;
+    # "48GB" is a cell like "48 GB"
+    text = (
+        PROSE + "TABLE IV\nESTIMATED COST OF FINE -TUNING MIXTRAL ON GS WITH SPARSE MOE\n"
+        "GPU Mem MBS Throughput Cost ($/hr) Cost ($)\nA40 48GB 4 1.01 0.79 32.7\nA100 80GB 17 2.74 1.67 25.4\n"
+        "H100 80GB 17 4.90 2.1 17.9\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "GPU"
+    assert record.columns == ("Mem", "MBS", "Throughput", "Cost ($/hr)", "Cost ($)")
+    assert record.rows[1] == TableRow(label="A100", cells=("80GB", "17", "2.74", "1.67", "25.4"))
+
+
+def test_the_next_tables_label_below_the_rows_is_not_their_header() -> None:
+    # xia2024: "TABLE II" and its title under TABLE I's rows, read as their group
+    text = (
+        PROSE
+        + "Mixtral 23.35 32 8\nBlackMamba 5.6 18 8\nOLMoE 7.1 16 8\nTABLE II\nDATASETS\n#queries seq len type\n"
+        + PROSE
+    )
+    assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_charts_axis_is_not_a_table() -> None:
+    # chung2025: a figure's sub-caption and axis ticks: "0 200 400 600 800 1000" is no row
+    # whose label is "0 200 400 600", and "Batch" / "size" no header
+    text = PROSE + "A100 H100\n(a) Llama 3.1 8B\n0 200 400 600 800 1000\nBatch size\n" + PROSE
+    assert all(t.record is None for t in split_tables(text.splitlines()))
