@@ -658,7 +658,7 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         rows = _rows(lines, start, end, len(cols[1]), label_lines) if cols is not None else None
         if cols is not None and cols[0] and rows and not any(r.label for r in rows):
             rows = None  # a name for row labels that no row has: the first name is a column's
-        if below and rows and not any(r.label for r in rows):
+        if below and rows and not any(re.search(r"[^\W\d_]", r.label) for r in rows):
             rows = None  # names below rows of bare numbers: a chart's legend under its values
         if cols is None and not caption and len(rows or []) < 3 and end - start < 3:
             continue  # two number lines with no caption and no header: not evidence of a table

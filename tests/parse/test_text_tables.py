@@ -519,3 +519,9 @@ def test_a_charts_axis_is_not_a_table() -> None:
     # whose label is "0 200 400 600", and "Batch" / "size" no header
     text = PROSE + "A100 H100\n(a) Llama 3.1 8B\n0 200 400 600 800 1000\nBatch size\n" + PROSE
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_legend_below_rows_labelled_by_numbers_alone_is_not_their_header() -> None:
+    # erben2023: a chart's values, one of them read as the next row's label ("305")
+    text = PROSE + "1257\n1401\n451\n551 626\n305 383 430\nModel\nRBase\nRLrg\nRXLM (d) NLP 2xA10\n" + PROSE
+    assert all(t.record is None for t in split_tables(text.splitlines()))
