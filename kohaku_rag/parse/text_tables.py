@@ -522,7 +522,7 @@ def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) 
         s = lines[i].strip()
         if not s or _CAPTION.match(s) or _HEADING.match(s) or _NOT_HEADER.search(s) or _is_prose(s, typical):
             break
-        if _row_shape(s):
+        if _row_shape(s) or _clauses(s):
             break
         before = lines[i - 1].strip() if i > 0 else ""
         if _ends_sentence(s) and len(before) > 0.6 * typical and not _SENTENCE_END.search(before):
@@ -530,6 +530,12 @@ def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) 
         out.append(i)
         i -= 1
     return sorted(out)
+
+
+def _clauses(line: str) -> bool:
+    """A line of clauses ("yelp datasets, Capella system, single node, ..."): two commas or
+    more outside parentheses, which a header's names do not have ("WUE (on-site, L/kWh)")."""
+    return re.sub(r"\([^()]*\)", "", line).count(", ") >= 2
 
 
 def _ends_sentence(line: str) -> bool:

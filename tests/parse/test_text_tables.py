@@ -525,3 +525,14 @@ def test_a_legend_below_rows_labelled_by_numbers_alone_is_not_their_header() -> 
     # erben2023: a chart's values, one of them read as the next row's label ("305")
     text = PROSE + "1257\n1401\n451\n551 626\n305 383 430\nModel\nRBase\nRLrg\nRXLM (d) NLP 2xA10\n" + PROSE
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_caption_tail_of_clauses_above_the_header_is_not_part_of_it() -> None:
+    # zschache2025: the end of a caption ("..., single node, shown are averages over 10 runs")
+    text = (
+        PROSE + "yelp datasets, Capella system, single node, shown are averages\nDataset news yelp\n"
+        "Model Energy (Wh) Accuracy Energy (Wh) Accuracy\nLinear BoW <0.01 0.59 <0.01 0.36\n"
+        "XGBoost Tf-idf <0.01 0.55 <0.01 0.33\nPhi Mini 7.20 0.87 5.13 0.53\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.columns[2] == "Dataset yelp · Energy (Wh)"
