@@ -611,6 +611,8 @@ def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[
                 return None  # a label of numbers: a row too wide (a chart's axis), not a year
         label = " ".join([*pending, label]).strip()
         pending = []
+        if _clauses(label):
+            return None  # "memory, network interface, fans, ...": a sentence's end, not a label
         if not label and rows and rows[0].label:
             label = rows[-1].label  # a row under a spanning label ("Llama 3.2 1B" over three rates)
         cells = [c.replace("\u2060", " ") for c in cells]

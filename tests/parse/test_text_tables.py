@@ -536,3 +536,14 @@ def test_a_caption_tail_of_clauses_above_the_header_is_not_part_of_it() -> None:
     )
     record = only(text).record
     assert record is not None and record.columns[2] == "Dataset yelp · Energy (Wh)"
+
+
+def test_a_row_label_of_clauses_is_wrapped_text() -> None:
+    # patterson2021: "Measured System Average Power including" / "memory, network interface, fans,
+    # host CPU (Watts) 296 271 229 227": a label wrapped over two lines, not a header over a row
+    text = (
+        PROSE
+        + "Measured System Average Power including\nmemory, network interface, fans, host CPU (Watts) 296 271 229 227\n"
+        "Measured Performance (TFLOPS/s) 5 6.7 4.7 28.8 24.0\nEnergy consumption (KWh) 316 221 185 40\n" + PROSE
+    )
+    assert all(t.record is None for t in split_tables(text.splitlines()))
