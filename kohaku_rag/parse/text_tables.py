@@ -54,6 +54,8 @@ _NOT_HEADER = re.compile(
 )
 # "600Time in Seconds": a figure's axis number glued onto its title, never a column's name
 _GLUED = re.compile(r"^\d+[A-Z][a-z]")
+# "and hyperparameters. Whereas a decade": one sentence ending and the next starting: prose
+_SENTENCE_INSIDE = re.compile(r"[a-z]{3,}\. [A-Z][a-z]+ [a-z]")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")  # "2022-09-21": one cell
 # "Consumer Renew. Gas Coal Nuc.": a line of names may end in a short abbreviation's full stop
 _ABBREVIATION_END = re.compile(r"(?:^|\s)[A-Z][a-z]{0,4}\.$")
@@ -150,6 +152,35 @@ def _row_shape(line: str) -> int:
     if len(label) > MAX_LABEL_CHARS or len(label.split()) > MAX_LABEL_WORDS or _SENTENCE_END.search(label):
         return 0
     return len(cells)
+
+
+MIN_SINGLE_VALUE_ROWS = 4
+
+
+def _single_value_row(line: str) -> bool:
+    """A line of a label and one value ("Transformer (big) 192")."""
+    label, cells = numeric_tail(line)
+    return (
+        len(cells) == 1
+        and cells[0] not in _EMPTY_CELLS
+        and bool(re.search(r"[^\W\d_]", label))
+        and len(label) <= MAX_LABEL_CHARS
+        and len(label.split()) <= MAX_LABEL_WORDS
+        and not _SENTENCE_END.search(label)
+    )
+
+
+def _with_single_value_rows(shapes: list[int], lines: Sequence[str], typical: float) -> list[int]:
+    """`shapes` with runs of lines of one value a row (width 1) added, where such a run has a
+    "Table N" caption right after it: lines ending in one number are a table only then."""
+    singles = [0 if shape else int(_single_value_row(ln)) for shape, ln in zip(shapes, lines, strict=True)]
+    out = list(shapes)
+    for start, end in _runs(singles, lines, typical):
+        rows = sum(singles[start:end])
+        captioned = any(_CAPTION.match(ln) for ln in lines[end : end + 2])
+        if rows >= MIN_SINGLE_VALUE_ROWS and captioned and not any(shapes[start:end]):
+            out[start:end] = singles[start:end]
+    return out
 
 
 def _typical(lines: Sequence[str]) -> float:
@@ -522,7 +553,7 @@ def _header_above(lines: Sequence[str], start: int, floor: int, typical: float) 
         s = lines[i].strip()
         if not s or _CAPTION.match(s) or _HEADING.match(s) or _NOT_HEADER.search(s) or _is_prose(s, typical):
             break
-        if _row_shape(s) or _clauses(s):
+        if _row_shape(s) or _clauses(s) or _SENTENCE_INSIDE.search(s):
             break
         before = lines[i - 1].strip() if i > 0 else ""
         if _ends_sentence(s) and len(before) > 0.6 * typical and not _SENTENCE_END.search(before):
@@ -597,7 +628,7 @@ def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[
     pending = list(pending)
     for line in lines[start:end]:
         label, cells = _code_row(line, width) or numeric_tail(line)
-        if len(cells) < 2:
+        if len(cells) < min(2, width):
             if sum(_is_numeric(t) for t in numeric_tail(label)[0].split() + cells) >= 2:
                 return None  # values ending in a word ("700 W 400 W unlisted"), not a label
             pending.append(line.strip())  # a wrapped label, or the name of the rows below
@@ -611,7 +642,7 @@ def _rows(lines: Sequence[str], start: int, end: int, width: int, pending: list[
                 return None  # a label of numbers: a row too wide (a chart's axis), not a year
         label = " ".join([*pending, label]).strip()
         pending = []
-        if _clauses(label):
+        if _clauses(label) and label[:1].islower():
             return None  # "memory, network interface, fans, ...": a sentence's end, not a label
         if not label and rows and rows[0].label:
             label = rows[-1].label  # a row under a spanning label ("Llama 3.2 1B" over three rates)
@@ -624,7 +655,7 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
     """The tables in a page's lines, in order, each with the lines it takes (its caption
     and header lines included)."""
     typical = _typical(lines)
-    shapes = [_row_shape(ln) for ln in lines]
+    shapes = _with_single_value_rows([_row_shape(ln) for ln in lines], lines, typical)
     found: list[TextTable] = []
     floor = 0
     runs = _runs(shapes, lines, typical)
@@ -640,7 +671,8 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         cols = None
         label_lines: list[str] = []
         # the lines just above the rows: the header, or (a short header) a row label's first part
-        for drop in range(min(2, len(above)) + 1 if len(above) <= 4 else 1):
+        # (a one-name header is too little to tell a label's first part from a name)
+        for drop in range(min(2, len(above)) + 1 if len(above) <= 4 and width > 1 else 1):
             kept = above[: len(above) - drop]
             if any(len(lines[i].split()) > 3 or len(lines[i].strip()) > 25 for i in above[len(kept) :]):
                 break  # not the first part of a row's label

@@ -547,3 +547,30 @@ def test_a_row_label_of_clauses_is_wrapped_text() -> None:
         "Measured Performance (TFLOPS/s) 5 6.7 4.7 28.8 24.0\nEnergy consumption (KWh) 316 221 185 40\n" + PROSE
     )
     assert all(t.record is None for t in split_tables(text.splitlines()))
+
+
+def test_a_table_of_one_value_a_row_beside_its_caption() -> None:
+    # strubell2019, Table 1: one number a row; lines ending in one number are a table only
+    # with their caption beside them
+    rows = (
+        "Consumption CO 2e (lbs)\nAir travel, 1 passenger, NY ↔SF 1984\nHuman life, avg, 1 year 11,023\n"
+        "Car, avg incl. fuel, 1 lifetime 126,000\nTraining one model (GPU)\nTransformer (big) 192\n"
+        "w/ neural architecture search 626,155\n"
+    )
+    record = only(PROSE + rows + "Table 1: Estimated CO 2 emissions from training common NLP models.\n" + PROSE).record
+    assert record is not None and record.label == "Table 1" and record.label_header == "Consumption"
+    assert record.columns == ("CO 2e (lbs)",)
+    assert record.rows[0] == TableRow(label="Air travel, 1 passenger, NY ↔SF", cells=("1984",))
+    assert any(r.label.endswith("Transformer (big)") and r.cells == ("192",) for r in record.rows)
+    assert all(t.record is None for t in split_tables((PROSE + rows + PROSE).splitlines()))
+
+
+def test_prose_lines_of_a_narrow_column_above_a_header_are_not_part_of_it() -> None:
+    # strubell2019: two-column text, short lines; "and hyperparameters. Whereas a decade" holds a
+    # sentence's end and the next one's start
+    text = (
+        "training to experiment with model architectures\nand hyperparameters. Whereas a decade ago most\n"
+        "Model Power Hours\nTransformer 1415.78 12\nELMo 517.66 336\nBERT 12041.51 79\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == "Model" and record.columns == ("Power", "Hours")
