@@ -319,16 +319,18 @@ def _plausible(names: Sequence[str]) -> bool:
     return all(name(n) for n in names)
 
 
-def _columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
+def _columns(header: Sequence[str], width: int, labelled: bool = True) -> tuple[str, tuple[str, ...]] | None:
     """(label header, column names) from header lines, or None when they do not give one
     name per cell column (`width`), with or without a name for the label column: one name a
-    word first, then names of several words (`_joined_names`) as a last resort."""
-    return (
-        _word_columns(header, width)
-        or _numbered_columns(header, width)
-        or _first_then_group(header, width)
-        or _joined_columns(header, width)
-    )
+    word first, then names of several words (`_joined_names`) as a last resort. Over rows
+    without labels (`labelled` False) a reading naming a label column is no reading: its
+    first name is a cell column's."""
+    readings = (_word_columns, _numbered_columns, _first_then_group, _joined_columns)
+    for read in readings:
+        cols = read(header, width)
+        if cols is not None and (labelled or not cols[0] or len(cols[1]) < width):
+            return cols
+    return None
 
 
 def _first_then_group(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
@@ -386,21 +388,26 @@ def _numbered_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str
 
 
 def _joined_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ...]] | None:
-    """Names of several words, on a single header line (over several, a word's line tells more
+    """Names of several words, on the header's last line (over several, a word's line tells more
     than its case) when none starts with a word all in lower case (a header in lower case,
     "task mean std", gives no cue where a name starts) and each has a letter (not a value
-    with its stars: "0.090 ∗∗∗")."""
-    if len(header) != 1:
+    with its stars: "0.090 ∗∗∗"); a line above it with fewer names is their group
+    ("Estimated cost (USD)" over "Models Hours Cloud compute Electricity")."""
+    if not 1 <= len(header) <= 2:
         return None
-    names = _joined_names(header[0])
+    group = _names(header[0]) if len(header) == 2 else []
+    if group and (len(group) >= width or not _plausible(group)):
+        return None
+    prefix = f"{' '.join(group)}{GROUP_SEP}" if group else ""
+    names = _joined_names(header[-1])
     if not names or any(n.split()[0].islower() or not re.search(r"[^\W\d_]", n) for n in names):
         return None
     if not _plausible(names):
         return None
     if len(names) == width:
-        return "", tuple(names)
+        return "", tuple(prefix + n for n in names)
     if len(names) == width + 1 and not any(ch.isdigit() for ch in names[0]):
-        return names[0], tuple(names[1:])
+        return names[0], tuple(prefix + n for n in names[1:])
     return None
 
 
@@ -668,6 +675,7 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         while start > floor and not numbered and _code_row(lines[start - 1], width):
             start -= 1  # a row of device counts right above the rows ("GPU 4·V100 8·V100")
         above = _header_above(lines, start - numbered, floor, typical) + ([start - 1] if numbered else [])
+        labelled = any(numeric_tail(ln)[0] for ln in lines[start:end])
         cols = None
         label_lines: list[str] = []
         # the lines just above the rows: the header, or (a short header) a row label's first part
@@ -676,7 +684,7 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
             kept = above[: len(above) - drop]
             if any(len(lines[i].split()) > 3 or len(lines[i].strip()) > 25 for i in above[len(kept) :]):
                 break  # not the first part of a row's label
-            cols = _columns([lines[i] for i in kept], width)
+            cols = _columns([lines[i] for i in kept], width, labelled)
             if cols is not None:
                 label_lines = [lines[i].strip() for i in above[len(kept) :]]
                 above = kept + above[len(kept) :]
@@ -684,7 +692,7 @@ def split_tables(lines: Sequence[str], page: int | None = None) -> list[TextTabl
         below: list[int] = []
         if cols is None:
             below = _header_below(lines, end, ceiling, typical)
-            cols = _columns([lines[i] for i in below], width) if below else None
+            cols = _columns([lines[i] for i in below], width, labelled) if below else None
             if cols is None:
                 below = []
         t_start = above[0] if above else start

@@ -574,3 +574,15 @@ def test_prose_lines_of_a_narrow_column_above_a_header_are_not_part_of_it() -> N
     )
     record = only(text).record
     assert record is not None and record.label_header == "Model" and record.columns == ("Power", "Hours")
+
+
+def test_names_of_several_words_under_a_group_line() -> None:
+    # strubell2019, Table 4: "Estimated cost (USD)" over "Models Hours Cloud compute Electricity"
+    text = (
+        PROSE + "Estimated cost (USD)\nModels Hours Cloud compute Electricity\n1 120 $52–$175 $5\n"
+        "24 2880 $1238–$4205 $118\n4789 239,942 $103k–$350k $9870\n" + PROSE
+    )
+    record = only(text).record
+    assert record is not None and record.label_header == ""
+    assert record.columns[2] == "Estimated cost (USD) · Cloud compute"
+    assert record.rows[1].cells == ("24", "2880", "$1238–$4205", "$118")
