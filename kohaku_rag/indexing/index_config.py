@@ -110,7 +110,9 @@ class IndexConfig:
         if self.table_records:  # only when set, so existing lakes keep their trees
             # 2: a table that cannot be aligned stays in the running text (payload.py);
             # 3: a cell keeps its unit ("64.7 GB"), one-letter column names (text_tables.py)
-            parts["table_records"] = 3
+            # 4: more tables aligned (ranges, citations, numbered and multi-word names) and
+            # fewer wrong ones (charts' legends and axes, sentences) (text_tables.py)
+            parts["table_records"] = 4
         return stable_hash(parts)
 
     @property
