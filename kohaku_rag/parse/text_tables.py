@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, caption_label
+from kohaku_rag.table_record import GROUP_SEP, TABLE_LABEL, TableRecord, TableRow, caption_label
 
 __all__ = ["TextTable", "split_tables"]
 
@@ -34,7 +34,7 @@ _MAGNITUDE = re.compile(r"(\d)\s+(bil\.|mil\.|bn|mn|billion|million|thousand|k|M
 _UNIT = re.compile(
     r"(\d)\s+((?:[kMGT]i?B|KB|[kMGT]?Wh?|[kMG]?J|ms|s|hrs?|GPUs?|tCO2e?|kgCO2e?|kg|TFLOPS|GFLOPS)(?:/s)?)(?=\s|$)"
 )
-_CAPTION = re.compile(r"^\s*(table|tab\.)\s*([0-9]+|[IVX]+)\s*[:.]", re.IGNORECASE)
+_CAPTION = re.compile(rf"^\s*{TABLE_LABEL}\s*[:.]", re.IGNORECASE)
 _CITATION = re.compile(r"\((?:[^()]*\bet al\.?[^()]*|[^()]*\b(?:19|20)\d\d[a-z]?)\)|\[[\d,\s–-]+\]")
 _SENTENCE_END = re.compile(r"[.:?!]['\")\]]?$")
 _PLUS_MINUS = re.compile(r"\s*±\s*")

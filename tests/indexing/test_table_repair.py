@@ -19,14 +19,14 @@ from kohaku_rag.parse.text_tables import TextTable, split_tables
 
 LINES = """We measured the energy of each model on the same cluster over a full week of serving traffic.
 Table 3: Energy and emissions of the models we measured.
-Model Energy use CO2 emitted Peak memory
+Model Training Energy Inference Energy Peak Memory
 BERT-base 1.5 0.7 12.1
 GPT-2 XL 27.0 11.3 40.2
 T5-large 9.8 4.1 18.0
 The larger models used more energy per query in every setting we tried this week.""".splitlines()
 
 FAITHFUL = {
-    "columns": ["Energy use", "CO2 emitted", "Peak memory"],
+    "columns": ["Training Energy", "Inference Energy", "Peak Memory"],
     "rows": [
         {"label": "BERT-base", "cells": ["1.5", "0.7", "12.1"]},
         {"label": "GPT-2 XL", "cells": ["27.0", "11.3", "40.2"]},
@@ -37,14 +37,14 @@ FAITHFUL = {
 
 def block() -> TextTable:
     (found,) = split_tables(LINES)
-    assert found.record is None  # the parser cannot align it: five header words, three cells
+    assert found.record is None  # the parser cannot align it: six header words, three cells
     return found
 
 
 def test_a_faithful_repair_is_accepted_as_a_record() -> None:
     record = verify_repair(block(), FAITHFUL)
     assert not isinstance(record, str), record
-    assert record.label == "Table 3" and record.columns == ("Energy use", "CO2 emitted", "Peak memory")
+    assert record.label == "Table 3" and record.columns == ("Training Energy", "Inference Energy", "Peak Memory")
     assert [(r.label, r.cells) for r in record.rows][1] == ("GPT-2 XL", ("27.0", "11.3", "40.2"))
 
 
@@ -74,7 +74,7 @@ def test_a_table_printed_column_by_column_is_checked_in_that_order() -> None:
         (lambda d: d["rows"][0].__setitem__("label", "BERT base model"), "not copied"),  # a reworded label
         (lambda d: d["columns"].__setitem__(0, "Energy (kWh)"), "column name"),  # a unit the text lacks
         (lambda d: d["rows"][2]["cells"].pop(), "2 cells for 3 columns"),  # a broken shape
-        (lambda d: d.__setitem__("rows", d["rows"][:2]), "keep 7 of the table's 12 numbers"),  # a dropped row
+        (lambda d: d.__setitem__("rows", d["rows"][:2]), "keep 7 of the table's 11 numbers"),  # a dropped row
     ],
 )
 def test_a_repair_the_text_does_not_bear_out_is_refused(change, why) -> None:  # noqa: ANN001
@@ -124,7 +124,7 @@ def test_the_index_repairs_the_table_then_rebuilds_its_document_and_asks_once(
         assert [t.table.rows[1].cells for t in tables if t.table] == [("27.0", "11.3", "40.2")]
         with open_vector_store(settings.lake, embedder_for(settings)) as store:
             (stored,) = [n for n in store.get_nodes([tables[0].node_id]).values()]
-        assert stored.table is not None and stored.table.columns == ("Energy use", "CO2 emitted", "Peak memory")
+        assert stored.table is not None and stored.table.columns == ("Training Energy", "Inference Energy", "Peak Memory")
         # Nothing changed: nothing is asked or rebuilt.
         second = run_index(settings, progress=lambda _m: None)
         assert second.recomputed == [] and len(server.requests) == 1
