@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kohaku_rag.errors import KohakuError
+
 T = TypeVar("T")
 CONFIG_SUFFIXES = (".toml", ".json")
 
@@ -33,7 +35,7 @@ def stable_hash(obj: Any, length: int = 16) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:length]
 
 
-class ConfigKeyError(ValueError):
+class ConfigKeyError(KohakuError, ValueError):
     """A config value that is wrong: `key` is its dotted path (e.g. "retrieval.rerank")."""
 
     def __init__(self, key: str, message: str) -> None:

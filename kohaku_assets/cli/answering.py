@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kohaku_assets.resources import KohakuSettings
-from kohaku_assets.runner import PROCESS_MODELS, run_config, run_ensemble
+from kohaku_assets.runner import run_config, run_ensemble
 from kohaku_rag.answering import store as st
 from kohaku_rag.answering.config_folder import (
     NAMED_SET,
@@ -44,7 +44,8 @@ Say = Callable[[str], None]
 
 
 def cmd_ask(args: argparse.Namespace, settings: KohakuSettings) -> int:
-    rag = Rag(settings.lake, settings.index_config(), models=PROCESS_MODELS)
+    # The library's own entry (kohaku_rag.api), with a model pool of its own: no Dagster run.
+    rag = Rag(settings.lake, settings.index_config())
     result = rag.ask(args.question, config=args.config, unit=args.unit or "is_blank")
     pred = result.prediction
     cited = [{"doc_id": i.doc_id, "node_id": i.node_id, "page": i.page} for i in result.cited]

@@ -26,6 +26,7 @@ import yaml  # a dependency of dagster
 
 from kohaku_assets.cluster import BROKER_ENV, PG_ENV, celery_config
 from kohaku_assets.resources import REPO_ROOT
+from kohaku_rag.errors import KohakuError
 
 __all__ = [
     "Cluster",
@@ -41,7 +42,7 @@ __all__ = [
 PG_VERSIONS = ("17", "16", "15")
 
 
-class ServerMissing(RuntimeError):
+class ServerMissing(KohakuError, RuntimeError):
     """PostgreSQL or Redis is not installed on this machine."""
 
 

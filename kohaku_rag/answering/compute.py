@@ -34,6 +34,7 @@ from typing import Any
 from kohaku_rag.answering.citing import states
 from kohaku_rag.answers.normalise import format_number, is_blank_value, normalise_answer, unit_factor
 from kohaku_rag.answers.records import Answer
+from kohaku_rag.errors import KohakuError
 from kohaku_rag.retrieval.context import ContextItem
 
 MAX_EXPRESSION = 80
@@ -59,7 +60,7 @@ _MAGNITUDES = {"thousand": 1e3, "million": 1e6, "billion": 1e9, "trillion": 1e12
 _NUMBER = re.compile(r"^[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
 
 
-class ComputeError(ValueError):
+class ComputeError(KohakuError, ValueError):
     """An expression outside the whitelist, or one that cannot be evaluated."""
 
 

@@ -429,8 +429,8 @@ def _word_columns(header: Sequence[str], width: int) -> tuple[str, tuple[str, ..
         return None
 
     per_line = [_names(h) for h in header]
-    joined = " ".join(header)
-    whole = fit(_names(joined)) or fit(_words(joined))
+    header_text = " ".join(header)
+    whole = fit(_names(header_text)) or fit(_words(header_text))
     if whole is not None:
         return whole
     per_line = [_words(h) for h in header]

@@ -9,10 +9,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from kohaku_rag.errors import KohakuError
+
 log = logging.getLogger(__name__)
 
 
-class ApiError(Exception):
+class ApiError(KohakuError):
     """A request the server refuses or cannot answer: HTTP status, message, headers."""
 
     def __init__(self, status: int, message: str, *, code: str = "", headers: dict[str, str] | None = None) -> None:

@@ -11,6 +11,7 @@ from collections import deque
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kohaku_rag.errors import KohakuError
 from kohaku_rag.serving.errors import error_response
 
 # The ask page's own files hold no data: a browser loads them before it can send a key.
@@ -46,7 +47,7 @@ def _public(path: str) -> bool:
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(KohakuError):
     pass
 
 

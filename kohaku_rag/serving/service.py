@@ -280,6 +280,8 @@ class AnswerService:
                 raise ApiError(502, f"the LLM failed: {exc}") from exc
             except IndexUnavailable as exc:
                 raise ApiError(503, self.lake_relative(str(exc)), code="index_unavailable") from exc
+            except ApiError:
+                raise  # already an HTTP answer (an unknown config, a refused question)
             except KohakuError as exc:
                 raise ApiError(500, f"answering failed: {exc}") from exc
             response = self.response(result, named.name, time.perf_counter() - started)

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from stat import S_ISREG
 
-from kohaku_rag.errors import IndexUnavailable
+from kohaku_rag.errors import IndexUnavailable, KohakuError
 from kohaku_rag.stores.damage import recorded_damage
 
 __all__ = [
@@ -126,7 +126,7 @@ def read_manifest(index_dir: Path, *, strict: bool = True) -> Manifest | None:
         ) from None
 
 
-class RefusedEntry(ValueError):
+class RefusedEntry(KohakuError, ValueError):
     """A manifest naming something other than a generation file of index/ (a path, a
     device, a file elsewhere): never opened, never trusted."""
 
