@@ -431,7 +431,7 @@ def feedback_backfill_sensor(context: SensorEvaluationContext, settings: KohakuS
     started = context.last_sensor_start_time
     seen = json.loads(context.cursor) if context.cursor and context.cursor.startswith("{") else None
     # Turned on (again): what is reviewed now is recorded, not run. Running it would re-run
-    # configs that already answered it, or that failed and are unchanged (issue 43); the
+    # configs that already answered it, or that failed and are unchanged; the
     # reviews added or changed from now on are what the sensor is for.
     if seen is None or seen.get("started") != started:
         cursor = json.dumps({"reviewed": version, "started": started})

@@ -66,7 +66,7 @@ def leaderboard(context: AssetExecutionContext, settings: KohakuSettings) -> Mat
             "configs": len(rows),
             # Why `scores` shows missing partitions: configs that were never run (not an error).
             "not_scored": waiting or "none",
-            # ... and configs whose last run failed, with why (not "never run": issue 43).
+            # ... and configs whose last run failed, with why (not "never run").
             "failed": failed or "none",
             "index_version": index,
             "path": MetadataValue.path(str(path)),

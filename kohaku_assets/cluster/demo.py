@@ -64,7 +64,7 @@ def demo_corpus(wattbot: Path | None, dest: Path, *, limit: int | None = None) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    # No default beside the clone: a user's clone has no ../shared (issue 43); the bundled
+    # No default beside the clone: a user's clone has no ../shared; the bundled
     # sample corpus is what every install has.
     parser.add_argument("--wattbot", type=Path, default=None, help="a WattBot folder (default: the sample corpus)")
     parser.add_argument("--lake", type=Path, default=REPO_ROOT / "data_lake" / "cluster_demo")

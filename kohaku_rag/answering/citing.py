@@ -1,7 +1,7 @@
 """Citing: which context snippets state an answer, and cutting an answer's citations to the
 document that states it (`cite = "source"`).
 
-A question that combines documents keeps one cited document per side (issue 34: the 2026
+A question that combines documents keeps one cited document per side (the 2026
 reference score is F1 over the gold set, so citing one of two earns 0.67): for a question
 the rule-based split divides (entity_split.py), each side's query keeps the cited document
 whose snippets share the most of its words; for a question asking for several values

@@ -47,7 +47,7 @@ def plan_schema(n: int) -> dict[str, object]:
     }
 
 
-# `split_entities` (issue 25): a question combining figures of several models, papers or
+# `split_entities`: a question combining figures of several models, papers or
 # sources gets one query per entity, so each one's evidence is searched for on its own.
 SPLIT_RULE = (
     "If the question compares or combines figures of two or more models, systems, papers or "

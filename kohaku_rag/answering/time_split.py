@@ -2,7 +2,7 @@
 tokens evaluated against those reused from a KV state, the reply tokens and the calls.
 
 Why per question and summed over its runs: that is what a reader waits for, and what
-`kohaku eval` and the Dagster UI show beside the score (issue 44: "say where the time goes").
+`kohaku eval` and the Dagster UI show beside the score, to say where the time goes.
 """
 
 from __future__ import annotations

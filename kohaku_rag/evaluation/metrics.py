@@ -14,7 +14,7 @@ the same way for a fresh scoring and for rows read back from the lake's score ta
 * false_answer_rate: of the unanswerable questions, the share given a value (None without
   unanswerable questions); false_refusal_rate: of the answerable questions, the share left
   blank (None without answerable ones), the two ways an abstention policy loses points
-  under the 2026 rule (issue 34); blank_rate: the share of all questions left blank.
+  under the 2026 rule; blank_rate: the share of all questions left blank.
 * per_flag: when the question file has the 2026 flag columns, per flag the flagged
   questions, how many got the value wrong, and that wrong-rate.
 """

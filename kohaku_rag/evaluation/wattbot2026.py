@@ -25,7 +25,7 @@ Final = 0.75 × value + 0.20 × ref + 0.05 × abstention; the unit is reported, 
 * abstention: on an unanswerable question, right only when answer_value, ref_id, ref_url
   and supporting_materials are all blank (a refusal that still cites is wrong); an
   answerable question counts 1 (nothing to abstain from). The final averages it over every
-  question, as the official 2026 scorer does (issue 34: averaging over the unanswerable
+  question, as the official 2026 scorer does (averaging over the unanswerable
   questions only gave 0.808 where the leaderboard gave 0.857), so `final` is the mean of
   the rows' totals.
 * Reference typos are not resolved (the official scorer compares ids as written).

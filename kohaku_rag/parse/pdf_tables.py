@@ -24,8 +24,8 @@ Word = tuple[float, float, float, float, str]
 
 MIN_RULES = 2  # booktabs tables have at least a top and a bottom rule
 RULE_MIN_WIDTH = 30.0
-MAX_BAND_HEIGHT = 40.0
-_NUMBER = re.compile(r"[-+±−]?[\d.,]+\s*%?")  # taller filled rectangles are panels, not shaded table rows
+MAX_BAND_HEIGHT = 40.0  # taller filled rectangles are panels, not shaded table rows
+_NUMBER = re.compile(r"[-+±−]?[\d.,]+\s*%?")
 
 
 @dataclass(frozen=True)

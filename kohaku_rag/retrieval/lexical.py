@@ -1,4 +1,4 @@
-"""Lexical levers over the paragraph BM25 (issue 25), each off by default:
+"""Lexical levers over the paragraph BM25, each off by default:
 
 * RM3 pseudo-relevance feedback: the query's terms plus the terms that weigh most in its
   first-pass top paragraphs (each paragraph's term distribution weighted by its share of the

@@ -142,7 +142,7 @@ def with_query_shares(
     ranked: Sequence[UnitScore], per_query: Sequence[Mapping[str, float]], share: int
 ) -> list[UnitScore]:
     """The reranked units with every query's best `share` units moved up, right after the
-    first unit, in query order (issue 25: a sub-query per entity keeps its evidence)."""
+    first unit, in query order (a sub-query per entity keeps its evidence)."""
     if not ranked:
         return []
     by_id = {u.node_id: u for u in ranked}

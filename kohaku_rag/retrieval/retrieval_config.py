@@ -95,10 +95,10 @@ class RetrievalConfig:
     # A table longer than this many characters enters the context as its caption and the
     # rows sharing the most question terms (in table order), not cut at the budget's edge:
     # a row is only evidence beside the caption that says what its numbers are. None: whole
-    # tables, as before (the default while tables as records are off; issue 41).
+    # tables (a table cut at the budget's edge is still cut at a row, its record with it).
     table_chars: Annotated[int, Range(200, 10_000_000)] | None = None
 
-    # ── HERO's and Marikarp's retrieval options (issue 14; the README's "Other winning
+    # ── HERO's and Marikarp's retrieval options (the README's "Other winning
     # systems as configs"). Their defaults leave retrieval exactly as above. ──
     # How one query's BM25 and dense lists merge: "rrf" (weighted reciprocal rank, above),
     # or Marikarp's "interleave": BM25's first, dense's first, BM25's second, ... (each
@@ -128,7 +128,7 @@ class RetrievalConfig:
     reranker: RerankerSpec | None = None
     rerank_top_n: Annotated[int, Range(1, MAX_HITS)] = 50
     rerank_passage_chars: Annotated[int, Range(50, 1_000_000)] = 1200
-    # How figures reach the context (issue 28). "joint": figure nodes compete with text nodes
+    # How figures reach the context. "joint": figure nodes compete with text nodes
     # in the one ranking (searched by their image vectors when the index was built with a
     # multimodal embedder, IndexConfig.figure_vectors). "separate": KohakuRAG's image search
     # (`top_k_images`): the ranking leaves figure nodes out, and the `top_k_images` figures

@@ -129,7 +129,7 @@ class Retriever:
             scores = scores + cfg.field_weight * self.field_index().row_scores(tokens)
         return self.bm25.top(scores, matched, cfg.bm25_top_k)
 
-    # ── issue 25's lexical levers: the field and passage indexes, built on first use ──
+    # ── the lexical levers: the field and passage indexes, built on first use ──
 
     def paragraph_nodes(self) -> dict[str, Node]:
         """Every paragraph the BM25 index holds, as stored."""
