@@ -1,10 +1,14 @@
 """KohakuRAG's hierarchical RAG as a plain library (no Dagster import).
 
-The folders follow the method's stages: `parse/` (PDF, JSON, Markdown → section tree),
-`indexing/` (corpus, captions, embeddings, propagation, assembly), `embed/`, `stores/`
-(sqlite-vec and BM25), `retrieval/`, `llm/`, `answering/` (planner, prompt and answer,
-configs, stored runs, ensembles, leaderboard) and `evaluation/` (records, WattBot CSV,
-normalisation, score, vote). `api` is the three-line entry point re-exported here.
+The folders follow the method's stages: `parse/` (PDF, JSON, Markdown → sections, tables),
+`indexing/` (the per-document steps, captions, embeddings, table repairs, assembly), `embed/`,
+`stores/` (sqlite-vec, BM25, index generations), `retrieval/` (search and the context items),
+`llm/` (chat models), `answers/` (questions, answers, values, votes), `answering/` (from a
+question to a prediction: prompt, run, computed and table-cell answers, citations, configs,
+stored runs), `evaluation/` (metrics, scores, leaderboard), `experiments/` (sweeps, costs),
+`serving/` (`kohaku serve`) and `samples/` (the demo corpus). The document model (`tree`,
+`table_record`) and the lake on disk (`lake` and its helpers) sit at the root; `api` is the
+three-line entry point re-exported here. docs/explanation/architecture.md is the map.
 """
 
 from kohaku_rag.api import AskResult, Rag, index, open

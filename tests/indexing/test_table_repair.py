@@ -124,7 +124,11 @@ def test_the_index_repairs_the_table_then_rebuilds_its_document_and_asks_once(
         assert [t.table.rows[1].cells for t in tables if t.table] == [("27.0", "11.3", "40.2")]
         with open_vector_store(settings.lake, embedder_for(settings)) as store:
             (stored,) = [n for n in store.get_nodes([tables[0].node_id]).values()]
-        assert stored.table is not None and stored.table.columns == ("Training Energy", "Inference Energy", "Peak Memory")
+        assert stored.table is not None and stored.table.columns == (
+            "Training Energy",
+            "Inference Energy",
+            "Peak Memory",
+        )
         # Nothing changed: nothing is asked or rebuilt.
         second = run_index(settings, progress=lambda _m: None)
         assert second.recomputed == [] and len(server.requests) == 1
