@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 __all__ = [
+    "BBox",
     "GROUP_SEP",
     "TABLE_TYPE",
     "TableRecord",
@@ -46,6 +47,7 @@ __all__ = [
     "table_text",
 ]
 
+# A box on a PDF page (x0, y0, x1, y1), in points: the one definition (tree.py uses it too).
 BBox = tuple[float, float, float, float]
 # Between the parts of a multi-row header: "inference energy (kWh) · mean".
 GROUP_SEP = " · "

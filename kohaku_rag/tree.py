@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from kohaku_rag.table_record import (
     TABLE_TYPE,
+    BBox,
     TableRecord,
     record_from_arrow,
     record_to_arrow,
@@ -41,7 +42,6 @@ class Attachment(StrEnum):
     PAGE = "page"
 
 
-BBox = tuple[float, float, float, float]
 # Where a sentence sits on a page: (page, x0, y0, x1, y1), one per text line it covers.
 Rect = tuple[int, float, float, float, float]
 

@@ -189,5 +189,6 @@ def test_a_full_disk_is_one_line_naming_the_folder(small_disk, corpus):
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert f"the disk holding {lake} is full" in done.stderr and "free at least" in done.stderr
     doctor = kohaku("doctor")
-    assert doctor.returncode in (0, 1) and "Traceback" not in doctor.stdout + doctor.stderr, doctor.stderr
+    # The index is intact but behind the corpus (gpu.md changed and was not indexed): a finding.
+    assert doctor.returncode == 1 and "Traceback" not in doctor.stdout + doctor.stderr, doctor.stderr
     assert len(doctor.stderr.strip().splitlines()) <= 1
