@@ -4,12 +4,13 @@ last user message with the config named by `model`; the messages before it are t
 conversation a follow-up leans on (answering/followup.py rewrites it into a standalone
 question).
 
-The reply's content is the answer with `[1]`-style markers; the message also carries
+The reply's content is the explanation, then the answer with `[1]`-style markers (in the
+order the model writes them, so a stream is read as it is written); the message also carries
 `references` (what each marker cites) and, for documents with a URL, OpenAI's
 `url_citation` annotations, so chat front ends (Open WebUI, the `openai` client) show the
-sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`: the answer is
-typed as the model writes it (the `answer` field of its JSON reply, from the reply sink),
-the rest of the content and the references follow when it is done; while the model works,
+sources. Streaming sends the chunks in OpenAI's shape, then `data: [DONE]`: the explanation
+and then the answer are typed as the model writes them (those fields of its JSON reply,
+from the reply sink), the markers and the references follow when it is done; while the model works,
 SSE comment lines (`: planning`) keep the connection alive. `usage` counts the answering
 calls' tokens (0 for an answer served again from the stored answers); a stream sends it in
 a last chunk with no choices when asked to (`stream_options: {"include_usage": true}`), as
@@ -36,7 +37,7 @@ from kohaku_rag.serving.sse import event
 from kohaku_rag.web_links import web_link
 
 OWNER = "kohaku-lake"
-_ANSWER_FIELD = re.compile(r'"answer"\s*:\s*"')
+_CLOSED_EXPLANATION = re.compile(r'"explanation"\s*:\s*"(?:[^"\\]|\\.)*"')
 
 
 async def models(request: Request) -> Response:
@@ -88,11 +89,11 @@ def message_of(answer: dict[str, Any]) -> dict[str, Any]:
         markers = "".join(f"[{r['index']}]" for r in references)
         content = f"{head} {markers}".strip()
         if answer["explanation"] and answer["explanation"] != "is_blank":
-            content += f"\n\n{answer['explanation']}"
+            content = f"{answer['explanation']}\n\n{content}"
     annotations = []
     for r in references:
         marker = f"[{r['index']}]"
-        at = content.find(marker)
+        at = content.rfind(marker)  # the answer's markers close the content
         if r["url"] and at >= 0:
             annotations.append(
                 {
@@ -108,9 +109,9 @@ def message_of(answer: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": content, "references": references, "annotations": annotations}
 
 
-def answer_so_far(raw: str) -> str:
-    """The `answer` string of a JSON reply the model is still writing, as far as it goes."""
-    found = _ANSWER_FIELD.search(raw)
+def field_so_far(raw: str, field: str = "answer") -> str:
+    """A string field of a JSON reply the model is still writing, as far as it goes."""
+    found = re.search(rf'"{field}"\s*:\s*"', raw)
     if found is None:
         return ""
     rest, i = raw[found.end() :], 0
@@ -129,9 +130,22 @@ def answer_so_far(raw: str) -> str:
     return text
 
 
+def content_so_far(raw: str) -> str:
+    """The message content (`message_of`'s order) of a reply being written: its explanation,
+    then, once the explanation is complete, its answer (nothing before the explanation starts:
+    in the value-first order the answer is written first, and is sent after it)."""
+    if '"explanation"' not in raw:
+        return ""
+    explanation = field_so_far(raw, "explanation")
+    if _CLOSED_EXPLANATION.search(raw) is None:
+        return explanation
+    answer = field_so_far(raw, "answer")
+    return f"{explanation}\n\n{answer}" if explanation and answer else explanation or answer
+
+
 class Typing:
-    """The message content as the model writes it: the reply's `answer` field, sent as it
-    grows; each attempt (a retry starts at "answering" again) is read afresh, and only text
+    """The message content as the model writes it: the reply's explanation and answer, sent
+    as they grow; each attempt (a retry starts at "answering" again) is read afresh, and only text
     that extends what was sent goes out (a sent piece cannot be taken back)."""
 
     def __init__(self) -> None:
@@ -144,7 +158,7 @@ class Typing:
 
     def reply(self, piece: str) -> str:
         self.raw += piece
-        text = answer_so_far(self.raw)
+        text = content_so_far(self.raw)
         if len(text) > len(self.sent) and text.startswith(self.sent):
             delta, self.sent = text[len(self.sent) :], text
             return delta

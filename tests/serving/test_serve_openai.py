@@ -35,7 +35,8 @@ def test_completion_has_markers_references_and_url_citations(client) -> None:
     )
     message = done.choices[0].message
     assert done.model == "fake" and done.choices[0].finish_reason == "stop"
-    assert message.content.startswith("0.18") and "[1]" in message.content
+    # the explanation, then the answer with its markers: the order the model writes them
+    assert message.content.startswith("seed 0 temperature") and message.content.endswith("0.18 L/kWh [1]")
     refs = message.model_extra["references"]
     assert refs[0]["index"] == 1 and refs[0]["doc_id"] == "water" and "0.18" in refs[0]["quote"]
     assert refs[0]["page"] == 1 and refs[0]["url"] == WATER_URL
@@ -50,7 +51,7 @@ def test_streaming_sends_chunks_then_done(client, base_url) -> None:
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks)
-    assert text.startswith("0.18") and "[1]" in text
+    assert text.endswith("0.18 L/kWh [1]")
     assert chunks[0].choices[0].delta.role == "assistant"
     last = chunks[-1].choices[0]
     assert last.finish_reason == "stop" and last.delta.model_extra["references"][0]["doc_id"] == "water"
@@ -70,21 +71,25 @@ def test_unknown_model_is_an_openai_error(client) -> None:
         client.chat.completions.create(model="fake", messages=[{"role": "system", "content": "hi"}])
 
 
-def test_streaming_types_the_answer_as_the_model_writes_it(client, qa) -> None:
-    """Fails on main: the whole content came in one chunk after the model had finished."""
+def test_streaming_types_the_explanation_and_answer_as_the_model_writes_them(client, qa) -> None:
+    """The words arrive as the model writes them: the explanation first (it writes it first),
+    then the answer; only the markers wait for the end. Before, the explanation came in one
+    piece after the model had finished."""
     qa.stream_pause = 0.02
     stream = client.chat.completions.create(
         model="fake", messages=[{"role": "user", "content": WATER_QUESTION}], stream=True
     )
     pieces = [c.choices[0].delta.content for c in stream if c.choices[0].delta.content]
     text = "".join(pieces)
-    assert text.startswith("0.18 L/kWh [1]")
+    assert text.startswith("seed 0 temperature") and text.endswith("\n\n0.18 L/kWh [1]")
     typed = []
-    for piece in pieces:  # the pieces before the markers: the answer as the model wrote it
+    for piece in pieces:  # the pieces before the markers: as the model wrote them
         if "[1]" in piece:
             break
         typed.append(piece)
-    assert len(typed) >= 2 and "".join(typed).startswith("0.18")
+    explanation, _, answer = "".join(typed).partition("\n\n")
+    assert explanation.startswith("seed") and answer.startswith("0.18")
+    assert len([p for p in typed if p.strip() and p in explanation]) >= 2  # the explanation in pieces too
     assert any(r.body.get("stream") for r in qa.requests)  # the model's reply was streamed to us
 
 
@@ -99,7 +104,7 @@ def test_a_follow_up_is_answered_from_the_conversation(client, qa) -> None:
             {"role": "user", "content": "And the water usage effectiveness?"},
         ],
     )
-    assert done.choices[0].message.content.startswith("0.18")
+    assert done.choices[0].message.content.endswith("0.18 L/kWh [1]")
     rewrite = next(r for r in qa.requests if "Conversation so far" in json.dumps(r.body))
     assert "400 W" in json.dumps(rewrite.body) and "be brief" not in json.dumps(rewrite.body)
 
