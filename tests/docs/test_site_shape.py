@@ -88,3 +88,45 @@ def test_the_tutorial_states_no_time_a_bench_run_did_not_measure() -> None:
     text = (REPO / "docs" / "tutorial.md").read_text(encoding="utf-8")
     assert "20-40 s" not in text and "(planning," not in text
     assert "bench/answering/time_to_answer.py`, 2026-11-26" in text
+
+
+@pytest.mark.skipif(os.environ.get("KOHAKU_SKIP_BROWSER") == "1", reason="browser tests skipped")
+def test_no_page_clips_a_table_or_scrolls_code_sideways(site: Path) -> None:
+    """In a real browser at 1280 px, no table is wider than the column it sits in and no code
+    block scrolls sideways: before, the config reference's tables were clipped, and code
+    lines scrolled sideways by up to 814 px."""
+    import functools
+    import http.server
+    import threading
+
+    from browser import chromium, chromium_missing
+
+    if chromium_missing() is not None:
+        pytest.skip(chromium_missing() or "")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    measure = """
+        const over = (el) => el.scrollWidth - el.clientWidth;
+        const out = [];
+        for (const pre of document.querySelectorAll('.md-typeset pre > code')) {
+          if (over(pre) > 2) out.push(['code', over(pre), pre.textContent.slice(0, 60)]);
+        }
+        for (const wrap of document.querySelectorAll('.md-typeset__table, .md-typeset table')) {
+          if (over(wrap) > 2) out.push(['table', over(wrap), wrap.textContent.slice(0, 60)]);
+        }
+        return out;
+    """
+    pages = sorted(p.relative_to(site).parent.as_posix() for p in site.rglob("index.html"))
+    found = {}
+    try:
+        with chromium() as driver:
+            for page in pages:
+                driver.get(f"{url}/{'' if page == '.' else page + '/'}")
+                wide = driver.execute_script(measure)
+                if wide:
+                    found[page] = wide[:3]
+    finally:
+        server.shutdown()
+    assert found == {}
