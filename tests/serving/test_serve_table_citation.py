@@ -186,6 +186,8 @@ def test_the_answer_card_names_the_cell_and_the_page_marks_it(
         except Exception:
             raise AssertionError((driver.find_element(By.ID, "error").text, driver.get_log("browser"))) from None
         assert driver.find_element(By.ID, "value").text == "41"  # the value as normalised
+        # One value, once: the reply's words "41.0 kWh" are the same value in another spelling.
+        assert driver.find_element(By.ID, "answer-text").text == ""
         assert driver.find_element(By.ID, "cell").text == "Table 2, row B, column Energy (kWh)"
         driver.find_element(By.CSS_SELECTOR, "#chips .chip").click()
         wait.until(lambda d: d.execute_script("return document.getElementById('page').naturalWidth") > 0)

@@ -333,11 +333,22 @@ function showAnsweredAs(standalone, asked, rewriteFailed) {
 }
 
 // The answer line, unless it only repeats the value and unit the card shows above it.
+// The answer's words, when they say more than the value in its unit: "23 W" beside the value
+// 23.0 is the same value twice, in two spellings (the card shows one value, once).
 function answerLine(r) {
   if (r.is_blank || !r.answer) return "";
   const squash = (t) => (t || "").toLowerCase().replace(/[\s.,;:]+/g, "");
   const rest = squash(r.answer).replace(squash(r.value), "").replace(squash(unitText(r)), "");
-  return rest ? r.answer : "";
+  if (!rest) return "";
+  const number = /-?\d+(?:\.\d+)?(?:e[-+]?\d+)?/g;
+  const plain = (t) => String(t || "").toLowerCase().replace(/,/g, "");
+  const unit = plain(unitText(r)).trim();
+  const words = unit ? plain(r.answer).split(unit).join(" ") : plain(r.answer);
+  const said = (words.match(number) || []).map(Number);
+  const value = (plain(r.value).match(number) || []).map(Number);
+  const same = said.length > 0 && said.length === value.length
+    && said.every((n, i) => Math.abs(n - value[i]) <= 1e-9 * Math.max(1, Math.abs(n)));
+  return same && !words.replace(number, "").replace(/[\s.;:()\[\]~≈-]+/g, "") ? "" : r.answer;
 }
 
 // One chip per document, listing the pages its cited snippets are on. The evidence that
