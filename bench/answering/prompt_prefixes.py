@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import kohaku_rag as kr  # noqa: E402
+from kohaku_rag.answering.answer import answering_request  # noqa: E402
 from kohaku_rag.answering.planner import plan_request  # noqa: E402
-from kohaku_rag.answering.prompt import answer_request  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
@@ -56,7 +56,7 @@ def main() -> int:
         items = rag.search(q.question, config=cfg.retrieval.search)
         for kind, req in (
             ("planner", plan_request(q.question, cfg.retrieval.planner_max_queries)),
-            ("answer", answer_request(q, items, cfg.generation, seed=0)),
+            ("answer", answering_request(q, items, cfg.generation, seed=0)),
         ):
             tokens = inner._tokens(req.messages)  # noqa: SLF001 - the model's own template
             best = max((shared(tokens, s) for s in seen), default=0)

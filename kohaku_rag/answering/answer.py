@@ -61,9 +61,23 @@ from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.stores.vectors import MAX_K
 
-__all__ = ["answer_question", "answer_runs", "counts_as_blank", "deepen", "plan_for"]
+__all__ = ["answer_question", "answer_runs", "answering_request", "counts_as_blank", "deepen", "plan_for"]
 
 log = logging.getLogger(__name__)
+
+
+def answering_request(
+    question: Question,
+    items: Sequence[ContextItem],
+    gen: GenerationPart,
+    seed: int,
+    images: ImageLoader | None = None,
+    stage: Stage = SINGLE,
+) -> ChatRequest:
+    """The answering request exactly as a run sends it: the prompt, with the fields a
+    feature adds to the reply (a table's named cells) where the question and context call
+    for them. What cost estimates and prefix measurements build too."""
+    return answer_request(question, items, gen, seed, images, stage, reply_fields(question, items, gen))
 
 
 def deepen(cfg: RetrievalConfig, level: int) -> RetrievalConfig:
@@ -125,7 +139,7 @@ def _ask(
         # The prompt (sentence split, figure images) is built once; runs differ only by seed.
         fields = reply_fields(question, items, gen)
         shared = dataclasses.replace(
-            answer_request(question, items, gen, runs[0].seed, images, stage, fields), reuse_prefix=retry
+            answering_request(question, items, gen, runs[0].seed, images, stage), reuse_prefix=retry
         )
         reqs = [dataclasses.replace(shared, seed=r.seed) for r in runs]
         results = chat.complete_many(reqs)

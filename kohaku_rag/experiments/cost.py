@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 
 from kohaku_rag.answering import store as st
-from kohaku_rag.answering.prompt import answer_request
+from kohaku_rag.answering.answer import answering_request
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.config_files import stable_hash
@@ -138,7 +138,7 @@ def cached_first_calls(lake: Lake, cfg: QAConfig, keys: st.QAKeys, pending: dict
     questions = {q.id: q for q in load_questions(cfg.questions)}
     model_id = cache_model_id(cfg.generation.llm)
     wanted = [
-        request_key(model_id, answer_request(questions[qid], retrieved[qid].context, cfg.generation, run))
+        request_key(model_id, answering_request(questions[qid], retrieved[qid].context, cfg.generation, run))
         for run, ids in pending.items()
         for qid in ids
         if qid in retrieved and qid in questions
