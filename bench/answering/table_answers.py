@@ -49,10 +49,16 @@ def _questions_of(lake: Path, config: str) -> Path:
     return Path(config_of(Lake(lake), config).questions)
 
 
-def load(path: Path, name: str) -> Stored:
+def load(path: Path, name: str, wattbot: Path | None = None) -> Stored:
+    """A side's predictions, scored against the WattBot files' own questions where they hold
+    the ids (their evidence flags, Table/Quote/..., are what the per-flag rows count)."""
     data = json.loads(path.read_text())
     preds: dict[str, Prediction] = {r["id"]: prediction_from_row(r) for r in data["rows"]}
-    return Stored(name, tuple(load_questions(Path(data["questions"]))), preds)
+    questions = list(load_questions(Path(data["questions"])))
+    if wattbot is not None:
+        gold = {q.id: q for f in ("train_QA.csv", "dev_QA.csv") for q in load_questions(wattbot / f)}
+        questions = [gold.get(q.id, q) for q in questions]
+    return Stored(name, tuple(questions), preds)
 
 
 def flag_right(side: Stored, ids: set[str]) -> dict[str, object]:
@@ -79,7 +85,7 @@ def cost(side: Stored, ids: set[str]) -> dict[str, object]:
 
 
 def compare(base_path: Path, new_path: Path, wattbot: Path, markdown: Path | None) -> None:
-    base, new = load(base_path, "main"), load(new_path, "tables")
+    base, new = load(base_path, "main", wattbot), load(new_path, "tables", wattbot)
     sets = set_ids(wattbot, ["train_QA.csv", "dev_QA.csv"])
     out = []
     for metric in METRICS:

@@ -217,8 +217,9 @@ class GenerationPart:
     # Answers read from table cells (table_cells.py): "named" offers the reply, when the
     # context holds a table kept as a record, up to two cells named by row and column (the
     # tables' own names) and how the answer follows from them; the code reads the cells,
-    # converts the column's unit to the question's and computes. "off": the reply's number.
-    table_cells: Literal["off", "named"] = "off"
+    # converts the column's unit to the question's and computes. "required": the reply must
+    # name one (the bundled model left the list empty whenever it could). "off": the reply's number.
+    table_cells: Literal["off", "named", "required"] = "off"
     # The reply's field order (prompt.answer_schema): "explain_first" writes a quoting
     # explanation (up to 120 characters) before the answer; "value_first" writes the value and
     # its references first, then the answer words and a one-sentence explanation (up to 60):
@@ -231,8 +232,8 @@ class GenerationPart:
     rules_in_system: bool = False
 
     def __post_init__(self) -> None:
-        if self.table_cells not in ("off", "named"):
-            raise ValueError(f"table_cells {self.table_cells!r} is not one of off, named")
+        if self.table_cells not in ("off", "named", "required"):
+            raise ValueError(f"table_cells {self.table_cells!r} is not one of off, named, required")
         if self.table_query not in ("off", "sql"):
             raise ValueError(f"table_query {self.table_query!r} is not one of off, sql")
         if self.reply_order not in ("explain_first", "value_first"):

@@ -66,6 +66,12 @@ CELLS_RULE = (
     "(the first is a, the second b); [] if it is not in a table. "
     'cell_math: the answer from a and b ("a" when it is the cell itself).'
 )
+# `table_cells = "required"`: the reply must name a cell when the context holds a table (the
+# bundled model left `cells` empty whenever it could).
+REQUIRED_RULE = (
+    "cells: the table cell(s) the answer is read from, each by its row and column (the first is a, "
+    'the second b). cell_math: the answer from a and b ("a" when it is the cell itself).'
+)
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,7 @@ def _columns(items: Sequence[ContextItem]) -> list[str]:
     return list(names)
 
 
-def cells_schema(items: Sequence[ContextItem]) -> dict[str, Any]:
+def cells_schema(items: Sequence[ContextItem], required: bool = False) -> dict[str, Any]:
     """The reply's `cells` and `cell_math` properties ({} when the context holds no table)."""
     rows = list(dict.fromkeys(r.key for r in named_rows(items)))
     columns = _columns(items)
@@ -127,7 +133,7 @@ def cells_schema(items: Sequence[ContextItem]) -> dict[str, Any]:
         "additionalProperties": False,
     }
     return {
-        "cells": {"type": "array", "items": cell, "maxItems": MAX_CELLS},
+        "cells": {"type": "array", "items": cell, "minItems": 1 if required else 0, "maxItems": MAX_CELLS},
         "cell_math": {"type": "string", "enum": list(CELL_MATH)},
     }
 
@@ -136,12 +142,13 @@ def reply_fields(question: Question, items: Sequence[ContextItem], gen: Generati
     """The named-cell fields for this question and context: a question with a unit (one
     value, not true/false) over a context holding a table record; None otherwise, and the
     prompt is then exactly as without the feature."""
-    if gen.table_cells != "named" or not unit_is_given(question.answer_unit):
+    if gen.table_cells == "off" or not unit_is_given(question.answer_unit):
         return None
     if is_true_false(question) or asks_for_several(question):
         return None
-    properties = cells_schema(items)
-    return ReplyFields(properties, CELLS_RULE) if properties else None
+    required = gen.table_cells == "required"
+    properties = cells_schema(items, required)
+    return ReplyFields(properties, REQUIRED_RULE if required else CELLS_RULE) if properties else None
 
 
 def _cell(table: TableRecord, row: int, column: str) -> str | None:
