@@ -3,7 +3,7 @@ text tables the parser leaves unaligned, how many a repair turns into a checked 
 the others stay text, the time per table, and whether a repaired table's cells are right
 against the hand-checked cells of bench/indexing/tables.py (TRUTH, HELD_OUT when present).
 
-    python bench/indexing/table_repair.py [--wattbot ../shared/wattbot] [--limit 12] [--docs a,b]
+    python bench/indexing/table_repair.py [--wattbot ../shared/wattbot] [--limit 12] [--docs a,b] [--captioned]
 
 Run it alone: its seconds are the model's on this machine. The checks make an invented cell
 impossible by construction (every cell is a run of the table's tokens); "invented" counts the
@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--wattbot", type=Path, default=SHARED / "wattbot")
     ap.add_argument("--limit", type=int, default=12, help="blocks to ask (in document order)")
     ap.add_argument("--docs", default="", help="only these documents (comma-separated)")
+    ap.add_argument(
+        "--captioned", action="store_true", help="only blocks under a 'Table N' caption (real tables, not chart text)"
+    )
     args = ap.parse_args()
     paths = sorted((args.wattbot / "corpus_json").glob("*.json"))
     wanted = {d for d in args.docs.split(",") if d}
@@ -44,7 +47,7 @@ def main() -> None:
         if wanted and path.stem not in wanted:
             continue
         source = SourceDocument(path.stem, path, "json", "bench", DocumentMeta(path.stem))
-        blocks += [(path.stem, b) for b in unaligned_blocks(source)]
+        blocks += [(path.stem, b) for b in unaligned_blocks(source) if b.caption or not args.captioned]
     print(f"unaligned text tables: {len(blocks)}; asking {min(len(blocks), args.limit)}")
     if args.limit <= 0:
         return

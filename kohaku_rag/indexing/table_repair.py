@@ -222,6 +222,12 @@ def verify_repair(block: TextTable, data: object) -> TableRecord | str:
     if not isinstance(columns, list) or not isinstance(rows, list) or not columns:
         return "no columns or rows"
     columns = [" ".join(str(c).split()) for c in columns]
+    label_header = ""
+    widths = {len(r.get("cells") or []) for r in rows if isinstance(r, dict)}
+    if len(columns) > 1 and widths == {len(columns) - 1}:
+        # every row one cell short: the first name is the row names' column ("Model"), which
+        # the model listed with the value columns
+        label_header, columns = columns[0], columns[1:]
     parsed: list[TableRow] = []
     for k, row in enumerate(rows, 1):
         cells = row.get("cells") if isinstance(row, dict) else None
@@ -252,7 +258,7 @@ def verify_repair(block: TextTable, data: object) -> TableRecord | str:
     return TableRecord(
         label=caption_label(block.caption),
         caption=block.caption,
-        label_header="",
+        label_header=label_header,
         columns=tuple(columns),
         rows=tuple(parsed),
     )

@@ -48,6 +48,16 @@ def test_a_faithful_repair_is_accepted_as_a_record() -> None:
     assert [(r.label, r.cells) for r in record.rows][1] == ("GPT-2 XL", ("27.0", "11.3", "40.2"))
 
 
+def test_a_repair_listing_the_row_names_column_with_the_columns_is_read_as_such() -> None:
+    """The bundled model often lists the row-label column ("Model") among the columns, every
+    row then one cell short: that first name is the row names' column, not a shape error."""
+    data = json.loads(json.dumps(FAITHFUL))
+    data["columns"].insert(0, "Model")
+    record = verify_repair(block(), data)
+    assert not isinstance(record, str), record
+    assert record.label_header == "Model" and record.columns == tuple(FAITHFUL["columns"])
+
+
 def test_a_table_printed_column_by_column_is_checked_in_that_order() -> None:
     lines = [
         "Table 4: Latency of the two servers.",
