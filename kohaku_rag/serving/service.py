@@ -51,7 +51,7 @@ from kohaku_rag.serving.table_rows import (
 )
 from kohaku_rag.stores.manifest import read_manifest
 from kohaku_rag.table_record import row_record
-from kohaku_rag.tree import NodeKind
+from kohaku_rag.tree import Node, NodeKind
 
 DEFAULT_CONFIG = "default"
 # What the raw-reply expander shows of each LLM call: the reply and where its time went
@@ -462,16 +462,21 @@ class AnswerService:
             "highlight_values": highlights,
         }
 
+    def _recorded(self, item: ContextItem) -> tuple[Node, list[Node]] | None:
+        """The cited item's table paragraph and its row sentences, when the lake keeps it as a
+        record (None otherwise, or when the document is gone)."""
+        try:
+            return self.documents.recorded_table(item.doc_id, item.node_id)
+        except ApiError:
+            return None
+
     def _named_citation(
         self, item: ContextItem, named: Sequence[Operand]
     ) -> tuple[str, str, list[dict[str, str]], list[str]] | None:
         """(quote, node to mark, cells, their values) of the cells the reply named in a table
         kept as a record (the node: the cells' row, or the table when they are in several);
         None when the lake's table no longer has them."""
-        try:
-            recorded = self.documents.recorded_table(item.doc_id, item.node_id)
-        except ApiError:
-            return None
+        recorded = self._recorded(item)
         if recorded is None:
             return None
         para, children = recorded
@@ -498,10 +503,7 @@ class AnswerService:
 
     def _table_citation(self, item: ContextItem, value: str) -> tuple[str, str, dict[str, str] | None] | None:
         """(quote, row sentence id, cell) of a cited table kept as a record; None otherwise."""
-        try:
-            recorded = self.documents.recorded_table(item.doc_id, item.node_id)
-        except ApiError:
-            return None
+        recorded = self._recorded(item)
         if recorded is None:
             return None
         para, children = recorded

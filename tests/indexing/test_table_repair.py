@@ -103,26 +103,32 @@ class RepairingServer(ChatServer):
         return self.reply
 
 
-def test_the_index_repairs_the_table_then_rebuilds_its_document_and_asks_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Fails on main: an unaligned table stayed in the running text, whatever a model could do."""
+def repairing_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: ChatServer):  # noqa: ANN201
+    """A corpus of the one text document, indexed with table repairs by `server`'s model."""
     from kohaku_assets.resources import KohakuSettings
-    from kohaku_assets.runner import embedder_for, run_index
-    from kohaku_rag.indexing.steps import read_tree
-    from kohaku_rag.indexing.table_repair import read_repairs
-    from kohaku_rag.retrieval.retriever import open_vector_store
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "energy.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    cfg = tmp_path / "index.json"
+    llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None,
+           "max_retries": 0}  # fmt: skip
+    cfg.write_text(json.dumps({"table_repair": True, "table_repair_llm": llm}))
+    return KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus), index_config_file=str(cfg))
+
+
+def test_the_index_repairs_the_table_then_rebuilds_its_document_and_asks_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails on main: an unaligned table stayed in the running text, whatever a model could do."""
+    from kohaku_assets.runner import embedder_for, run_index
+    from kohaku_rag.indexing.steps import read_tree
+    from kohaku_rag.indexing.table_repair import read_repairs
+    from kohaku_rag.retrieval.retriever import open_vector_store
+
     with RepairingServer() as server:
-        cfg = tmp_path / "index.json"
-        llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None,
-               "max_retries": 0}  # fmt: skip
-        cfg.write_text(json.dumps({"table_repair": True, "table_repair_llm": llm}))
-        settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus), index_config_file=str(cfg))
+        settings = repairing_settings(tmp_path, monkeypatch, server)
         lines: list[str] = []
         first = run_index(settings, progress=lines.append)
         assert first.recomputed == ["energy"] and not first.failed
@@ -147,24 +153,15 @@ def test_the_index_repairs_the_table_then_rebuilds_its_document_and_asks_once(
 def test_a_refused_repair_leaves_the_table_as_text_and_says_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kohaku_assets.resources import KohakuSettings
     from kohaku_assets.runner import run_index
     from kohaku_rag.indexing.steps import read_tree
     from kohaku_rag.indexing.table_repair import read_repairs
 
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "energy.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
     invented = json.loads(json.dumps(FAITHFUL))
     invented["rows"][0]["cells"][0] = "1.6"
     with RepairingServer() as server:
         server.reply = json.dumps(invented)
-        cfg = tmp_path / "index.json"
-        llm = {"backend": "openai", "model": "scripted", "base_url": server.base_url, "api_key_env": None,
-               "max_retries": 0}  # fmt: skip
-        cfg.write_text(json.dumps({"table_repair": True, "table_repair_llm": llm}))
-        settings = KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus), index_config_file=str(cfg))
+        settings = repairing_settings(tmp_path, monkeypatch, server)
         assert run_index(settings, progress=lambda _m: None).recomputed == ["energy"]
         (repair,) = read_repairs(settings.lake, "energy").values()
         assert repair.record is None and "'1.6'" in repair.reason
