@@ -57,7 +57,7 @@ PARALLEL_ENV = "KOHAKU_CLUSTER_RUNS"
 # The jobs whose steps go to the workers: per document and per config, many of them at once.
 # assemble_indexes and update_leaderboard write one shared file each: they run where the run is
 # orchestrated, one at a time (the run queue's WRITER_TAG limit for runs the daemon launches).
-DISTRIBUTED_JOBS = frozenset({"index_document", "answer_config", "vote_ensemble"})
+DISTRIBUTED_JOBS = frozenset({"index_document", "repair_tables", "answer_config", "vote_ensemble"})
 WRITER_TAG = "kohaku/writer"
 # A run tag the run queue limits per value: tag runs (or a backfill) with their LLM endpoint
 # and at most one of them asks it at a time (within a run, `max_concurrent` bounds requests).
