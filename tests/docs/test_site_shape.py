@@ -90,7 +90,6 @@ def test_the_tutorial_states_no_time_a_bench_run_did_not_measure() -> None:
     assert "bench/answering/time_to_answer.py`, 2026-11-26" in text
 
 
-@pytest.mark.skipif(os.environ.get("KOHAKU_SKIP_BROWSER") == "1", reason="browser tests skipped")
 def test_no_page_clips_a_table_or_scrolls_code_sideways(site: Path) -> None:
     """In a real browser at 1280 px, no table is wider than the column it sits in and no code
     block scrolls sideways: before, the config reference's tables were clipped, and code
