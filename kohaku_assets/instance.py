@@ -16,7 +16,8 @@ from kohaku_assets.partitions import CONFIGS
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import dump_toml
-from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import write_bytes_atomic
 
 # The instance's settings. Run monitoring lets `kohaku ui`'s daemon fail runs whose worker
 # died (a kill -9, an OOM) instead of showing them STARTED forever; runs of `kohaku index`

@@ -3,7 +3,7 @@
 `KohakuSettings` is configuration only. Its defaults come from the environment
 (KOHAKU_LAKE, KOHAKU_CORPUS, KOHAKU_INDEX_CONFIG) so the CLI, the sensors and `dagster dev`
 see the same lake, and its index settings are the ones the lake records. `ModelPool`
-(kohaku_rag.models) holds the loaded embedder, captioner, LLM and retriever; one pool
+(kohaku_rag.model_pool) holds the loaded embedder, captioner, LLM and retriever; one pool
 serves every run of a process, so the embedded LLM loads once.
 """
 
@@ -14,8 +14,8 @@ from dagster import ConfigurableResource
 
 from kohaku_rag.config_files import load_config_file
 from kohaku_rag.indexing.index_config import IndexConfig, resolve_index_config
-from kohaku_rag.lake import Lake
-from kohaku_rag.models import ModelPool
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.model_pool import ModelPool
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The models loaded by this process: the code location's `models` resource, so the sensors,

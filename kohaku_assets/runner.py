@@ -56,8 +56,9 @@ from kohaku_assets.jobs import (
 )
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS, ENSEMBLE_SPECS
 from kohaku_assets.resources import PROCESS_MODELS, REPO_ROOT, KohakuSettings
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import config_of, spec_of
+from kohaku_rag.document.tree import NodeKind
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing import steps as ix
@@ -66,11 +67,10 @@ from kohaku_rag.indexing.corpus import CorpusScan, scan_corpus
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.indexing.prefetch import prefetch
-from kohaku_rag.lake_lock import LOCK_TOKEN_TAG, held_token, hold_lake
-from kohaku_rag.models import ModelPool
+from kohaku_rag.lake.lock import LOCK_TOKEN_TAG, held_token, hold_lake
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.progress import format_eta
 from kohaku_rag.retrieval.retriever import open_vector_store
-from kohaku_rag.tree import NodeKind
 
 # The CLI prints its own progress (one line per failure); Dagster's console lines, its
 # failure tracebacks included, would drown it. The event log keeps every traceback.

@@ -41,7 +41,7 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files, ensembles_dir
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
 from kohaku_rag.answering.qa_config_file import dump_json, load_qa_config
-from kohaku_rag.answering.store import file_sha
+from kohaku_rag.answering.qa_tables import file_sha
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.experiments.cost import estimate
@@ -51,7 +51,7 @@ from kohaku_rag.indexing.assembly import indexes_behind
 from kohaku_rag.indexing.corpus import scan_corpus
 from kohaku_rag.indexing.index_plan import plan_index
 from kohaku_rag.serving.feedback import FEEDBACK, feedback_set_path, feedback_version
-from kohaku_rag.serving.served import SERVED, day_versions
+from kohaku_rag.serving.served_answers import SERVED, day_versions
 
 # ── the corpus ─────────────────────────────────────────────────────────────
 

@@ -1,4 +1,4 @@
-"""The lake's writer lock around an asset's step (kohaku_rag.lake_lock).
+"""The lake's writer lock around an asset's step (kohaku_rag.lake.lock).
 
 Every asset that writes the indexes or the answering tables is decorated with `lake_writer`:
 a step launched from the UI, a sensor or the schedule waits (saying so in the run's log)
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from dagster import AssetExecutionContext
 
 from kohaku_assets.resources import KohakuSettings
-from kohaku_rag.lake_lock import LOCK_TOKEN_TAG, hold_lake
+from kohaku_rag.lake.lock import LOCK_TOKEN_TAG, hold_lake
 
 __all__ = ["lake_writer"]
 

@@ -23,8 +23,8 @@ from kohaku_rag.answers.records import Question
 from kohaku_rag.errors import BackendError
 from kohaku_rag.indexing.index_config import IndexConfig, resolve_index_config
 from kohaku_rag.indexing.pipeline import IndexSummary, Progress, index_corpus
-from kohaku_rag.lake import Lake
-from kohaku_rag.models import ModelPool
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 

@@ -25,9 +25,10 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.failures import recorded_failure
 from kohaku_rag.indexing.index_health import verify_index
 from kohaku_rag.indexing.index_plan import INTERMEDIATE
-from kohaku_rag.lake import Lake, content_problem, unreadable_reason
-from kohaku_rag.lake_lock import LOCK_FILE, current_holder, is_alive
-from kohaku_rag.stores.damage import mark_damaged
+from kohaku_rag.lake.damage import mark_damaged
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.lock import LOCK_FILE, current_holder, is_alive
+from kohaku_rag.lake.tables import content_problem, unreadable_reason
 
 __all__ = ["Finding", "check_lake", "repair_lake"]
 

@@ -1,6 +1,6 @@
 """The library's import graph by room: which imports run back up, and which floor each room is on.
 
-A room is a top-level module or a subpackage of `kohaku_rag` (`kohaku_rag.lake`,
+A room is a top-level module or a subpackage of `kohaku_rag` (`kohaku_rag.lake.tables`,
 `kohaku_rag.answering`); an import is every `import`/`from` in a module, those inside
 functions too. Rooms that import each other (directly or round a longer circle) cannot be
 on floors; the imports that close such circles, the lightest first (fewest module imports),

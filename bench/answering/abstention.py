@@ -32,7 +32,7 @@ from bench.answering.sweep_tables import load_member, set_ids, totals  # noqa: E
 from bench.paired_tables import diff_cell, mean_cell, table  # noqa: E402
 from kohaku_rag.answers.normalise import is_blank_value  # noqa: E402
 from kohaku_rag.answers.records import Answer, Question  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 NONE = -1e9  # a margin below every log-odds: nothing is blanked

@@ -32,12 +32,12 @@ from bench.retrieval.retrieval_eval import print_running_scores  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
-from kohaku_rag.answering.store import corpus_ids  # noqa: E402
+from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer  # noqa: E402
-from kohaku_rag.evaluation.score import score_question  # noqa: E402
+from kohaku_rag.evaluation.wattbot2025 import score_question  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.retrieval.retriever import open_retriever  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

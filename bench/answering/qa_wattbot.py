@@ -34,13 +34,13 @@ from bench.indexing.index_wattbot import flat_baseline  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.prompt import is_true_false  # noqa: E402
 from kohaku_rag.answering.qa_config import QUOTE_EVIDENCE, TRUE_FALSE_VERDICTS, GenerationPart, QAConfig, RetrievalPart  # noqa: E402
-from kohaku_rag.answering.store import corpus_ids  # noqa: E402
+from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer  # noqa: E402
 from kohaku_rag.answers.vote import vote  # noqa: E402
-from kohaku_rag.evaluation.score import score_predictions  # noqa: E402
+from kohaku_rag.evaluation.wattbot2025 import score_predictions  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402

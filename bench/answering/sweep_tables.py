@@ -27,14 +27,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.paired_tables import diff_cell, mean_cell, table  # noqa: E402
-from kohaku_rag.answering import store as st  # noqa: E402
+from kohaku_rag.answering import qa_tables as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer, Question  # noqa: E402
 from kohaku_rag.evaluation.metrics import MetricReport, score_with  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = ("wattbot2025", "wattbot2026")

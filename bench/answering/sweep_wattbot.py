@@ -39,7 +39,7 @@ from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_config_file import config_to_mapping, dump_toml  # noqa: E402
 from kohaku_rag.evaluation.leaderboard import leaderboard_rows, question_scores  # noqa: E402
 from kohaku_rag.experiments.sweep import expand, sweep_of  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 
 
 def _value(text: str) -> object:
@@ -96,7 +96,7 @@ def calibrate(args: argparse.Namespace, name: str) -> float:
         "import json, sys, time; import kohaku_rag as kr\n"
         "from kohaku_rag.experiments.sweep import sweep_of, write_members\n"
         "from kohaku_rag.answers.question_files import load_questions\n"
-        "from pathlib import Path; from kohaku_rag.lake import Lake\n"
+        "from pathlib import Path; from kohaku_rag.lake.layout import Lake\n"
         f"lake = Lake(Path({str(args.lake)!r})); members, _ = write_members(lake, sweep_of(lake, {name!r}))\n"
         "cfg = members[0].config; q = load_questions(cfg.questions)[0]\n"
         "t = time.perf_counter(); kr.open(lake.root).ask(q.question, config=cfg, unit=q.answer_unit)\n"

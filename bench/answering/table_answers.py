@@ -28,7 +28,7 @@ from bench.paired_tables import table  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction, prediction_from_row  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.evaluation.metrics import score_with  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

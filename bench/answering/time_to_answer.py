@@ -196,7 +196,7 @@ def question_scores(files: list[Path], rows: list[dict]) -> dict[str, float]:
     """Each asked question's WattBot score (the gold of the question files)."""
     from kohaku_rag.answers.question_files import load_questions
     from kohaku_rag.answers.records import Answer
-    from kohaku_rag.evaluation.score import score_predictions
+    from kohaku_rag.evaluation.wattbot2025 import score_predictions
 
     asked = {r["id"] for r in rows}
     gold = [q for path in files for q in load_questions(path) if q.id in asked]

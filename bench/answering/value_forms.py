@@ -22,10 +22,10 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kohaku_rag.answering import store as st  # noqa: E402
+from kohaku_rag.answering import qa_tables as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
 from kohaku_rag.answers.value_form import FORM_CHECK  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 
 
 def form_failures(lake: Lake, config: str) -> list[dict[str, object]]:

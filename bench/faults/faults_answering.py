@@ -38,7 +38,7 @@ from qa_server import QUESTIONS, QAServer  # noqa: E402
 from kohaku_assets.cli import main as cli_main  # noqa: E402
 from kohaku_assets.resources import KohakuSettings  # noqa: E402
 from kohaku_assets.runner import run_index  # noqa: E402
-from kohaku_rag.answering import store as st  # noqa: E402
+from kohaku_rag.answering import qa_tables as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
 
 _VARIANT = re.compile(r"\s*\[v\d+\]$", re.MULTILINE)

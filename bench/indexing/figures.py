@@ -21,12 +21,12 @@ import pymupdf
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_index
+from kohaku_rag.document.tree import Attachment
 from kohaku_rag.indexing.captions import OcrCaptioner
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.pdf_figures import find_figures
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import open_retriever
-from kohaku_rag.tree import Attachment
 
 REPO = Path(__file__).resolve().parents[2]
 PDFS = {

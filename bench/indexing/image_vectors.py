@@ -36,8 +36,8 @@ from kohaku_rag.indexing import steps as ix  # noqa: E402
 from kohaku_rag.indexing.figure_vectors import figure_vectors  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
 from kohaku_rag.indexing.pipeline import index_corpus  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
-from kohaku_rag.models import ModelPool  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
+from kohaku_rag.model_pool import ModelPool  # noqa: E402
 from kohaku_rag.parse.pdf_pages import render_pages  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever  # noqa: E402

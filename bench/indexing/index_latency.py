@@ -23,9 +23,9 @@ from rank_bm25 import BM25Okapi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # runs from a checkout, uninstalled
 
+from kohaku_rag.document.tree import Node, NodeKind  # noqa: E402
 from kohaku_rag.stores.bm25 import BM25Index  # noqa: E402
 from kohaku_rag.stores.vectors import DocumentUpsert, VectorStore  # noqa: E402
-from kohaku_rag.tree import Node, NodeKind  # noqa: E402
 
 SENTENCES_PER_DOC = 1500
 SENTENCES_PER_PARAGRAPH = 5

@@ -131,8 +131,8 @@ def _question_vectors(n: int) -> np.ndarray:
     import csv
 
     from kohaku_rag.indexing.index_config import IndexConfig
-    from kohaku_rag.lake import Lake
-    from kohaku_rag.models import ModelPool
+    from kohaku_rag.lake.layout import Lake
+    from kohaku_rag.model_pool import ModelPool
 
     with open(WATTBOT / "train_QA.csv", encoding="utf-8") as f:
         questions = [row["question"] for row in csv.DictReader(f)][:n]
@@ -145,8 +145,8 @@ def build_store(path: Path, scale: int, source_lake: Path, noise: float = 0.2) -
     ~`noise` (0.2: cosine ~0.98 to the original, like a re-worded paragraph; much less makes
     near-duplicates whose order is a coin toss for any approximate search); one document per (copy, 100 rows),
     written with the store's own upserts, streamed."""
+    from kohaku_rag.document.tree import Node, NodeKind
     from kohaku_rag.stores.vectors import VectorStore
-    from kohaku_rag.tree import Node, NodeKind
 
     base = _real_vectors(source_lake)
     rng = np.random.default_rng(0)

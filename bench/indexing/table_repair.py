@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.indexing import tables as truth_tables  # noqa: E402
+from kohaku_rag.document.table_record import TableRecord, caption_label  # noqa: E402
 from kohaku_rag.indexing.corpus import DocumentMeta, SourceDocument  # noqa: E402
 from kohaku_rag.indexing.table_repair import repair_block, unaligned_blocks  # noqa: E402
 from kohaku_rag.llm import LLMSpec, make_chat_model  # noqa: E402
-from kohaku_rag.table_record import TableRecord, caption_label  # noqa: E402
 
 SHARED = Path(os.environ.get("KOHAKU_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")

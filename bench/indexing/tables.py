@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from kohaku_rag.document.table_record import TableRecord  # noqa: E402
+from kohaku_rag.document.tree import ParsedDocument  # noqa: E402
 from kohaku_rag.parse.payload import parse_payload_json  # noqa: E402
 from kohaku_rag.parse.pdf import parse_pdf  # noqa: E402
 from kohaku_rag.parse.text_tables import split_tables  # noqa: E402
-from kohaku_rag.table_record import TableRecord  # noqa: E402
-from kohaku_rag.tree import ParsedDocument  # noqa: E402
 
 SHARED = Path(os.environ.get("KOHAKU_SHARED", Path(__file__).resolve().parents[3] / "shared"))
 _CAPTION = re.compile(r"^\s*Table\s+(\d+)\s*[:.]")

@@ -33,13 +33,13 @@ from bench.retrieval.retrieval_eval import GoldQuestion, Metrics, evaluate, load
 from kohaku_rag.answering.answer import answer_runs, deepen, plan_for  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher, ranked_ids, reranker_for  # noqa: E402
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart  # noqa: E402
+from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
 from kohaku_rag.answering.question_types import detect_type, search_config, type_counts  # noqa: E402
 from kohaku_rag.answering.stages import stage_for  # noqa: E402
-from kohaku_rag.answering.store import corpus_ids  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer, Question  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat, ChatModel  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402

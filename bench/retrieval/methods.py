@@ -39,12 +39,12 @@ from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
-from kohaku_rag.answering.store import corpus_ids  # noqa: E402
+from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
 from kohaku_rag.indexing.search_aids import assemble_search_aids, search_aids_behind  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.retrieval.retrieval_eval import evaluate, load_gold, print_running_scores  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart  # noqa: E402
-from kohaku_rag.answering.store import corpus_ids  # noqa: E402
+from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.indexing.index_config import IndexConfig  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.llm import CachedChat  # noqa: E402
 from kohaku_rag.llm.llama import LlamaCppChat  # noqa: E402
 from kohaku_rag.llm.model_files import ensure_bundled_model  # noqa: E402

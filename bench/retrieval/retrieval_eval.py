@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kohaku_rag.answers.records import Answer, Question
-from kohaku_rag.evaluation.score import score_predictions
+from kohaku_rag.evaluation.wattbot2025 import score_predictions
 from kohaku_rag.retrieval.context import ContextItem, pack
 
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{12,})[\"“”']")

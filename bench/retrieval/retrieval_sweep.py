@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.paired_tables import diff_cell  # noqa: E402
 from bench.retrieval.retrieval_eval import GoldQuestion, doc_ranking, evidence_found, load_gold  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever  # noqa: E402
 

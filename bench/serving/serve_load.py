@@ -48,11 +48,11 @@ from serve_process import kohaku_serve  # noqa: E402
 from serving_corpus import write_config, write_serving_corpus  # noqa: E402
 
 import kohaku_rag as kr  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 from kohaku_rag.samples import write_sample_corpus  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
 from kohaku_rag.serving.feedback import read_feedback  # noqa: E402
-from kohaku_rag.serving.served import all_rows  # noqa: E402
+from kohaku_rag.serving.served_answers import all_rows  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
 
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"

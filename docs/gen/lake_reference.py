@@ -9,12 +9,12 @@ from pathlib import Path
 
 from kohaku_assets.definitions import defs
 from kohaku_assets.resources import REPO_ROOT
-from kohaku_rag.answering import store
+from kohaku_rag.answering import qa_tables as store
 from kohaku_rag.answering.config_folder import configs_dir, ensembles_dir
 from kohaku_rag.experiments.report import report_dir
 from kohaku_rag.indexing.failures import failure_path
 from kohaku_rag.indexing.search_aids import doc_metadata_path, expansions_path
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 ROOT = Path("data_lake")
 

@@ -3,7 +3,7 @@
 A folder of config files (default `LAKE/configs`, env KOHAKU_CONFIGS) defines the
 `configs` dynamic partitions; `configs_sensor` adds and removes them as files appear and
 go. Every asset stores its table under the hash of what made it
-(kohaku_rag.answering.store), so materializing an edited config recomputes only the parts
+(kohaku_rag.answering.qa_tables), so materializing an edited config recomputes only the parts
 its edit changed; the others report `reused`.
 
 A question whose LLM call failed (the endpoint down after its retries) fails the step with
@@ -33,7 +33,7 @@ from kohaku_assets.partitions import ANSWERING_GROUP as GROUP
 from kohaku_assets.partitions import ANSWERING_TAGS, OWNERS, check_spec, configs
 from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.writer_lock import lake_writer
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import config_of, configs_dir
 from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config import QAConfig
@@ -43,9 +43,10 @@ from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.evaluation.leaderboard import ref_urls_for
 from kohaku_rag.evaluation.scoring import per_type_accuracy, score_answers, worst_table
 from kohaku_rag.evaluation.submissions import to_submission_rows, write_submission_csv
-from kohaku_rag.lake import Lake, is_stored, parquet_metadata, write_parquet_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import is_stored, parquet_metadata, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
-from kohaku_rag.models import ModelPool
+from kohaku_rag.model_pool import ModelPool
 
 
 def partition_config(settings: KohakuSettings, name: str) -> QAConfig:

@@ -31,14 +31,14 @@ from PIL import Image
 
 from kohaku_assets.partitions import INDEXING_GROUP, INDEXING_TAGS, OWNERS, check_spec, documents
 from kohaku_assets.resources import KohakuSettings
+from kohaku_rag.document.tree import Attachment, Node, NodeKind
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.captions import VisionLLMCaptioner
 from kohaku_rag.indexing.corpus import DocFormat, DocumentMeta, SourceDocument, resolve_source
 from kohaku_rag.indexing.failures import clear_failure, remembering_failure
 from kohaku_rag.indexing.table_repair import REPAIR_VERSION, repair_document, repairs_digest
-from kohaku_rag.models import ModelPool
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.progress import Ticker
-from kohaku_rag.tree import Attachment, Node, NodeKind
 
 
 @contextmanager

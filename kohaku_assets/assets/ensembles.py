@@ -22,7 +22,7 @@ from kohaku_assets.assets.answering import ensembles
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, ensemble_specs
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.writer_lock import lake_writer
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import spec_of
 from kohaku_rag.answering.cross_ensemble import gather, members_of, vote_spec
 from kohaku_rag.answers.question_files import load_questions

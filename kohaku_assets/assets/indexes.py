@@ -32,9 +32,9 @@ from kohaku_rag.indexing import assembly, search_aids
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.expansions import EXTRACTOR_VERSION
 from kohaku_rag.indexing.index_config import record_index_config
-from kohaku_rag.models import ModelPool
+from kohaku_rag.lake.manifest import IndexPart
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION
-from kohaku_rag.stores.manifest import IndexPart
 from kohaku_rag.stores.vectors import SCHEMA_VERSION
 
 
@@ -86,7 +86,7 @@ def documents_table(rows: list[tuple[str, int, str]]) -> MetadataValue:
 def held_version(versions: dict[str, str]) -> DataVersion:
     """An index's data version: what it holds (each document's version). For the vector
     index it equals the index fingerprint stored answers are keyed by
-    (kohaku_rag.answering.store.index_fingerprint), the `index_version` of a leaderboard row.
+    (kohaku_rag.answering.qa_tables.index_fingerprint), the `index_version` of a leaderboard row.
     The answering assets downstream show as stale when it changes (their next run recomputes;
     nothing re-runs by itself)."""
     return DataVersion(stable_hash([(d, v) for d, v in sorted(versions.items())]))

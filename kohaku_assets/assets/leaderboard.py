@@ -20,10 +20,11 @@ from kohaku_assets.assets.indexes import after_deps_update
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS
 from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.writer_lock import lake_writer
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.evaluation.leaderboard import leaderboard_markdown, leaderboard_rows
-from kohaku_rag.lake import Lake, write_parquet_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import write_parquet_atomic
 
 # The tag Dagster gives a partitioned run (its public name has no public import).
 PARTITION_TAG = "dagster/partition"

@@ -27,10 +27,10 @@ from dagster import (
 from kohaku_assets.partitions import ANSWERING_GROUP, ANSWERING_TAGS, OWNERS, served_days
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answers.question_files import REVIEW_COLUMN, is_true_flag
-from kohaku_rag.csv_cells import read_rows
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.csv_cells import read_rows
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.feedback import FEEDBACK, feedback_set_path, read_feedback, write_question_set
-from kohaku_rag.serving.served import SERVED, day_rows
+from kohaku_rag.serving.served_answers import SERVED, day_rows
 from kohaku_rag.serving.served_store import store_path
 
 PREVIEW_ROWS = 20

@@ -28,9 +28,9 @@ from kohaku_assets.resources import REPO_ROOT, KohakuSettings, default_corpus, d
 from kohaku_assets.runner import PROCESS_MODELS, run_index
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answers.question_files import load_questions
-from kohaku_rag.disk_full import disk_full_message, is_disk_full, nearly_full
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing.corpus import check_corpus_folder
+from kohaku_rag.lake.disk_full import disk_full_message, is_disk_full, nearly_full
 from kohaku_rag.progress import listening
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.samples import write_sample_corpus

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_config, run_ensemble
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import (
     NAMED_SET,
     config_of,
@@ -37,7 +37,7 @@ from kohaku_rag.evaluation.leaderboard import ref_urls_for
 from kohaku_rag.evaluation.scoring import score_answers
 from kohaku_rag.evaluation.submissions import write_submission_csv
 from kohaku_rag.experiments.cost import estimate
-from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.lake.lock import hold_lake
 from kohaku_rag.progress import eta_lines, listening
 
 Say = Callable[[str], None]

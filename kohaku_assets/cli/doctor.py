@@ -14,7 +14,7 @@ from kohaku_assets.instance import fail_orphaned_runs, instance_for, orphaned_ru
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_index
 from kohaku_rag.doctor import Finding, check_lake, repair_lake
-from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.lake.lock import hold_lake
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.llm.cpu_verdicts import verdict_line
 from kohaku_rag.llm.model_files import BUNDLED_FILE, bundled_model, machine_model_dir

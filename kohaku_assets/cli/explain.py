@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pyarrow.parquet as pq
 
 from kohaku_assets.resources import KohakuSettings
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.compute import Working
 from kohaku_rag.answering.config_folder import config_of
 

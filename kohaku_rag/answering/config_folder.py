@@ -17,7 +17,8 @@ from kohaku_rag.answering.ensemble_spec import EnsembleSpec, dump_spec, load_ens
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import derived_base, dump_derived, dump_toml, load_qa_config
 from kohaku_rag.config_files import named_files
-from kohaku_rag.lake import Lake, check_key
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import check_key
 
 ENSEMBLES_FOLDER = "ensembles"
 

@@ -9,14 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.ensemble_spec import EnsembleSpec
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answers.records import Answer
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import MissingPredictions
-from kohaku_rag.lake import Lake, is_stored, parquet_metadata
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import is_stored, parquet_metadata
 
 
 def members_of(lake: Lake, name: str, spec: EnsembleSpec) -> dict[str, QAConfig]:

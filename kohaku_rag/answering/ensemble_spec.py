@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from kohaku_rag.answers.vote import TIEBREAKS, VOTE_MODES, Tiebreak, VoteMode
 from kohaku_rag.config_files import ConfigKeyError, from_mapping, locate, read_config_data, stable_hash
-from kohaku_rag.lake import check_key
+from kohaku_rag.lake.tables import check_key
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from typing import Any
 from kohaku_rag.answering.citing import states
 from kohaku_rag.answering.compute import named_cells, named_operands
 from kohaku_rag.answers.records import Answer
+from kohaku_rag.document.table_record import GROUP_SEP, cells_stating, row_names
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import GROUP_SEP, cells_stating, row_names
 
 
 @dataclass(frozen=True)

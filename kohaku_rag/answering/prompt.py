@@ -29,10 +29,10 @@ from kohaku_rag.answers.answer_forms import (
 )
 from kohaku_rag.answers.normalise import is_blank_value
 from kohaku_rag.answers.records import Question
+from kohaku_rag.document.table_record import table_text
 from kohaku_rag.llm import ChatRequest, Message
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import table_text
 
 # What every answering and verdict prompt opens with, word for word: their KV state is
 # computed once (llm/prefix_states.py), and a true/false verdict, whose prompt then repeats

@@ -32,7 +32,7 @@ from kohaku_rag.config_files import (
     named_files,
     read_config_data,
 )
-from kohaku_rag.lake import check_key
+from kohaku_rag.lake.tables import check_key
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 

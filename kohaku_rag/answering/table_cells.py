@@ -30,8 +30,8 @@ from kohaku_rag.answering.prompt import ReplyFields, enum_spelling, is_true_fals
 from kohaku_rag.answering.qa_config import GenerationPart
 from kohaku_rag.answers.answer_forms import asks_for_several
 from kohaku_rag.answers.records import Question
+from kohaku_rag.document.table_record import GROUP_SEP, TableRecord, cell_number, cell_unit, row_names
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import GROUP_SEP, TableRecord, cell_number, cell_unit, row_names
 
 __all__ = [
     "CELL_MATH",

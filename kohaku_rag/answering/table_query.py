@@ -30,9 +30,9 @@ import duckdb
 
 from kohaku_rag.answers.normalise import format_number
 from kohaku_rag.answers.records import Answer, Question
+from kohaku_rag.document.table_record import cell_number
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import cell_number
 
 log = logging.getLogger(__name__)
 

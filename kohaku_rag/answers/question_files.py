@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kohaku_rag.answers.normalise import is_blank_value, parse_ref_ids
 from kohaku_rag.answers.records import BLANK, FLAG_COLUMNS, Answer, Question
-from kohaku_rag.csv_cells import read_rows
+from kohaku_rag.lake.csv_cells import read_rows
 
 # The columns of a WattBot question/submission file, in the official order.
 WATTBOT_COLUMNS: tuple[str, ...] = (

@@ -24,7 +24,7 @@ import apsw
 import numpy as np
 
 from kohaku_rag.embed.base import Embedder, Role, check_images, check_texts, image_embedder
-from kohaku_rag.sqlite_wal import use_wal
+from kohaku_rag.lake.sqlite_wal import use_wal
 
 T = TypeVar("T", str, bytes)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.config_folder import config_files, configs_dir, ensemble_files
 from kohaku_rag.answering.cross_ensemble import gather, members_of
 from kohaku_rag.answering.ensemble_spec import load_ensemble_spec
@@ -30,7 +30,8 @@ from kohaku_rag.evaluation.metrics import ScoredRow, summarise
 from kohaku_rag.evaluation.run_stats import ensemble_curve, mean_sd, paired_bootstrap, run_finals
 from kohaku_rag.evaluation.scoring import per_type_accuracy
 from kohaku_rag.evaluation.submissions import load_ref_urls
-from kohaku_rag.lake import Lake, is_stored
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import is_stored
 
 
 def _score_summary(path: Path, metric: str) -> dict[str, Any] | None:

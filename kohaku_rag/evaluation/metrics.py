@@ -1,4 +1,4 @@
-"""The scoring metric as a choice: "wattbot2025" (score.py, unchanged) or "wattbot2026"
+"""The scoring metric as a choice: "wattbot2025" (wattbot2025.py, unchanged) or "wattbot2026"
 (wattbot2026.py), behind one `score_with`, and what both report besides their final.
 
 Both give one `ScoredRow` per gold question; `summarise` turns rows into a `MetricReport`,
@@ -29,9 +29,9 @@ from typing import Any
 from kohaku_rag.answering.qa_config import check_metric
 from kohaku_rag.answers.normalise import is_blank_value, parse_ref_ids, resolve_ref_ids
 from kohaku_rag.answers.records import FLAG_COLUMNS, Answer, Question
-from kohaku_rag.evaluation import score as score2025
+from kohaku_rag.evaluation import wattbot2025 as score2025
 from kohaku_rag.evaluation import wattbot2026
-from kohaku_rag.evaluation.score import ERROR_TYPES, QuestionScore, check_gold
+from kohaku_rag.evaluation.wattbot2025 import ERROR_TYPES, QuestionScore, check_gold
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from pathlib import Path
 from kohaku_rag.answers.normalise import is_blank_value, parse_ref_ids
 from kohaku_rag.answers.question_files import WATTBOT_COLUMNS, describe_header, header_of, row_id
 from kohaku_rag.answers.records import BLANK, BLANK_TEXT, Answer, Question
-from kohaku_rag.atomic import atomic_path
-from kohaku_rag.csv_cells import csv_text, read_rows
+from kohaku_rag.lake.atomic import atomic_path
+from kohaku_rag.lake.csv_cells import csv_text, read_rows
 
 _REQUIRED_SUBMISSION_COLUMNS = ("id", "answer_value", "ref_id")
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from kohaku_rag.answers.normalise import is_blank_value, parse_ref_ids, parse_value
 from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.answers.values import Value, read_value, values_match
-from kohaku_rag.evaluation.score import QuestionScore, error_type
+from kohaku_rag.evaluation.wattbot2025 import QuestionScore, error_type
 
 VALUE_WEIGHT = 0.75
 REF_WEIGHT = 0.20

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import duckdb
 
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.answer import answering_request
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.config_files import stable_hash
 from kohaku_rag.http_retry import endpoint_id
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.llm import LLMSpec
 from kohaku_rag.llm.cache import request_key
 

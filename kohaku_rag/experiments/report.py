@@ -29,10 +29,10 @@ matplotlib.use("Agg")  # files only, no display (the UI's workers and CI have no
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from kohaku_rag.answering import store as st  # noqa: E402
+from kohaku_rag.answering import qa_tables as st  # noqa: E402
 from kohaku_rag.answering.qa_config_file import config_to_mapping  # noqa: E402
 from kohaku_rag.experiments.sweep import Member, Sweep, expand  # noqa: E402
-from kohaku_rag.lake import Lake  # noqa: E402
+from kohaku_rag.lake.layout import Lake  # noqa: E402
 
 __all__ = ["Report", "build_report", "render_html", "render_markdown", "report_dir", "sweep_rows", "swept_value"]
 

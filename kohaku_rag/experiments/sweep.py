@@ -31,7 +31,8 @@ from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import config_to_mapping, dump_json, load_qa_config, qa_config_from_mapping
 from kohaku_rag.config_files import ConfigKeyError, locate, named_files, read_config_data, stable_hash
-from kohaku_rag.lake import Lake, check_key, write_bytes_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import check_key, write_bytes_atomic
 
 __all__ = [
     "SWEEPS_FOLDER",

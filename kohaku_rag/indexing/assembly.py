@@ -1,7 +1,7 @@
 """Assembling the index from the per-document index rows, as generations.
 
 Every part is written as new files beside the live ones and staged; the generation is
-published by one rename of the manifest when all parts agree (stores/manifest.py), so a
+published by one rename of the manifest when all parts agree (lake/manifest.py), so a
 run killed between two parts is never served as a mix, and the next run redoes what the
 published generation lacks (`index_health.indexes_behind`).
 
@@ -31,11 +31,12 @@ from kohaku_rag.indexing.index_health import (
     wanted_versions,
 )
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, bm25_tokens_path, read_source
-from kohaku_rag.lake import Lake, content_problem, parquet_metadata, write_parquet_atomic
-from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.lake.damage import damage_marker
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.lock import hold_lake
+from kohaku_rag.lake.manifest import IndexPart, describe_file, new_file, publish_staged, read_manifest, stage
+from kohaku_rag.lake.tables import content_problem, parquet_metadata, write_parquet_atomic
 from kohaku_rag.stores.bm25 import FORMAT_VERSION, TOKENIZER_VERSION, BM25Index, tokenize
-from kohaku_rag.stores.damage import damage_marker
-from kohaku_rag.stores.manifest import IndexPart, describe_file, new_file, publish_staged, read_manifest, stage
 from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore, remove_store, seal_store
 
 __all__ = ["AssemblyStats", "BM25Stats", "IndexLag", "assemble_bm25", "assemble_vector_index", "indexes_behind"]

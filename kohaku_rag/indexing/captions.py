@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 from PIL import Image, UnidentifiedImageError
 
+from kohaku_rag.document.tree import media_hash
 from kohaku_rag.errors import BackendError, DocumentError, KohakuError
 from kohaku_rag.http_retry import (
     Retryable,
@@ -42,8 +43,7 @@ from kohaku_rag.http_retry import (
     snippet,
     url_secrets,
 )
-from kohaku_rag.lake import write_bytes_atomic
-from kohaku_rag.tree import media_hash
+from kohaku_rag.lake.tables import write_bytes_atomic
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from kohaku_rag.document.tree import ParsedDocument
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.indexing.download import DownloadPolicy, download
 from kohaku_rag.indexing.expansions import USER_FILE as EXPANSIONS_FILE
-from kohaku_rag.lake import check_key
+from kohaku_rag.lake.tables import check_key
 from kohaku_rag.parse import payload
 from kohaku_rag.parse.payload import TableRepair
 from kohaku_rag.parse.pdf import parse_pdf
-from kohaku_rag.tree import ParsedDocument
 from kohaku_rag.web_links import web_link
 
 DocFormat = Literal["pdf", "json", "markdown", "text"]

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.indexing.corpus import SourceDocument, find_document
-from kohaku_rag.lake import Lake, check_key, write_bytes_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import check_key, write_bytes_atomic
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,10 @@ from typing import Literal
 
 import numpy as np
 
+from kohaku_rag.document.tree import Attachment, Node, NodeKind
 from kohaku_rag.embed.base import Embedder, ImageEmbedder, image_embedder
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.indexing.propagate import combine
-from kohaku_rag.tree import Attachment, Node, NodeKind
 
 FigureMode = Literal["image", "image+caption", "caption"]
 FIGURE_MODES: tuple[FigureMode, ...] = ("image", "image+caption", "caption")

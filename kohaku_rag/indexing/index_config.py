@@ -12,7 +12,8 @@ from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.errors import KohakuError
 from kohaku_rag.http_retry import redact_url, redact_urls
 from kohaku_rag.indexing.download import DownloadPolicy
-from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import write_bytes_atomic
 from kohaku_rag.llm import LLMSpec
 
 

@@ -1,7 +1,7 @@
 """Is the published index what the lake's per-document tables say it should be?
 
 `indexes_behind` is what every `kohaku index` run (and the sensor) asks: per part of the
-published generation (stores/manifest.py), the documents whose version differs from the
+published generation (lake/manifest.py), the documents whose version differs from the
 lake's, or why the part can't be trusted at all. It checks what costs nothing: each file's
 size (its checksum when the size or mtime moved since it was published), the store's schema
 and, per document, its rows per table (nodes and each vector table) against the counts
@@ -19,9 +19,9 @@ from kohaku_rag.errors import IndexUnavailable, KohakuError
 from kohaku_rag.indexing.index_config import recorded_index_config
 from kohaku_rag.indexing.search_aids import search_aids_behind
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.manifest import FileEntry, IndexPart, Manifest, file_problem, read_manifest
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index
-from kohaku_rag.stores.manifest import FileEntry, IndexPart, Manifest, file_problem, read_manifest
 from kohaku_rag.stores.vectors import VectorStore, check_store
 
 __all__ = [

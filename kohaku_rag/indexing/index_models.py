@@ -15,7 +15,7 @@ from kohaku_rag.embed import EmbedderSpec, make_embedder
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CAPTION_PROMPT, Captioner, OcrCaptioner, VisionLLMCaptioner
 from kohaku_rag.indexing.index_config import IndexConfig
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 T = TypeVar("T")
 

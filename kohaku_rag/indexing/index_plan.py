@@ -27,7 +27,8 @@ from kohaku_rag.indexing.steps import (
     repaired_of,
     stored_version,
 )
-from kohaku_rag.lake import Lake, unreadable_reason
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import unreadable_reason
 
 __all__ = ["IndexPlan", "plan_index"]
 

@@ -21,8 +21,8 @@ from kohaku_rag.indexing.failures import clear_failure, is_document_fault, one_l
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, recorded_index_config
 from kohaku_rag.indexing.index_models import IndexModels
 from kohaku_rag.indexing.index_plan import plan_index
-from kohaku_rag.lake import Lake
-from kohaku_rag.lake_lock import hold_lake
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.lock import hold_lake
 
 Progress = Callable[[str], None]
 

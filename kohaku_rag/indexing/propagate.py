@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from kohaku_rag.tree import Node, NodeKind
+from kohaku_rag.document.tree import Node, NodeKind
 
 ParentMode = Literal["weighted", "mean"]
 _DEPTH = {NodeKind.SENTENCE: 3, NodeKind.PARAGRAPH: 2, NodeKind.SECTION: 1, NodeKind.DOCUMENT: 0}

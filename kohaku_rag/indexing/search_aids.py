@@ -8,7 +8,7 @@ form)") are read from its index rows once and cached per document under
 then merged with the built-in unit list and the corpus's `expansions.csv` into
 `index/expansions.*.parquet`; `metadata.csv`'s titles, years and citations (author surnames)
 go to `index/doc_metadata.*.parquet`. Both are files of an index generation: their part of
-the manifest (stores/manifest.py) records the document versions and the hash of the two
+the manifest (lake/manifest.py) records the document versions and the hash of the two
 corpus files they were built from, so `search_aids_behind` tells when to re-assemble (a
 changed document, metadata.csv or expansions.csv).
 """
@@ -38,9 +38,9 @@ from kohaku_rag.indexing.expansions import (
     read_user_file,
 )
 from kohaku_rag.indexing.steps import INDEX_ROWS, VERSION_KEY, read_source, stored_version
-from kohaku_rag.lake import Lake, parquet_metadata, write_parquet_atomic
-from kohaku_rag.lake_lock import hold_lake
-from kohaku_rag.stores.manifest import (
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.lock import hold_lake
+from kohaku_rag.lake.manifest import (
     IndexPart,
     Manifest,
     describe_file,
@@ -50,6 +50,7 @@ from kohaku_rag.stores.manifest import (
     read_manifest,
     stage,
 )
+from kohaku_rag.lake.tables import parquet_metadata, write_parquet_atomic
 
 __all__ = [
     "SEARCH_AIDS_VERSION",
@@ -168,7 +169,7 @@ def _assemble(lake: Lake, wanted: dict[str, str], corpus: Path | None) -> Search
                 "authors": list(authors_of(extra.get("citation", ""))),
             }
         )
-    # New files of the next generation, published with the other parts (stores/manifest.py).
+    # New files of the next generation, published with the other parts (lake/manifest.py).
     meta_file = new_file(lake.index_dir, "doc_metadata", ".parquet")
     forms_file = new_file(lake.index_dir, "expansions", ".parquet")
     write_parquet_atomic(pa.Table.from_pylist(docs, schema=_META_SCHEMA), meta_file)

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kohaku_rag.document.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CaptionCache, Captioner, caption_many_cached
 from kohaku_rag.indexing.corpus import SourceDocument, load_document
@@ -26,11 +27,11 @@ from kohaku_rag.indexing.figure_vectors import figure_vectors
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.propagate import propagate
 from kohaku_rag.indexing.table_repair import read_repairs, repair_lookup, repairs_digest
-from kohaku_rag.lake import Lake, parquet_metadata, write_bytes_atomic, write_parquet_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import parquet_metadata, write_bytes_atomic, write_parquet_atomic
 from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
 from kohaku_rag.web_links import web_link
 
 # Bump when a step's output changes for the same input, so old partitions rebuild.

@@ -32,13 +32,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kohaku_rag.errors import BackendError
-from kohaku_rag.indexing.corpus import SourceDocument, load_document
-from kohaku_rag.lake import Lake, write_parquet_atomic
-from kohaku_rag.llm import ChatModel, ChatRequest, Message
-from kohaku_rag.llm.base import UnusableReply, extract_json, loads_json
-from kohaku_rag.parse.text_tables import TextTable
-from kohaku_rag.table_record import (
+from kohaku_rag.document.table_record import (
     TABLE_TYPE,
     TableRecord,
     TableRow,
@@ -46,6 +40,13 @@ from kohaku_rag.table_record import (
     record_from_arrow,
     record_to_arrow,
 )
+from kohaku_rag.errors import BackendError
+from kohaku_rag.indexing.corpus import SourceDocument, load_document
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import write_parquet_atomic
+from kohaku_rag.llm import ChatModel, ChatRequest, Message
+from kohaku_rag.llm.base import UnusableReply, extract_json, loads_json
+from kohaku_rag.parse.text_tables import TextTable
 
 __all__ = [
     "REPAIRS",

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import apsw
 
+from kohaku_rag.lake.sqlite_wal import use_wal
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, canonical_json, one_reply
-from kohaku_rag.sqlite_wal import use_wal
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

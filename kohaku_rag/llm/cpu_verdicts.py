@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kohaku_rag.atomic import atomic_path
+from kohaku_rag.lake.atomic import atomic_path
 from kohaku_rag.llm.cpu_backends import (
     CpuBackend,
     builtin_backend,

@@ -19,8 +19,8 @@ import os
 import shutil
 from pathlib import Path
 
-from kohaku_rag.atomic import atomic_path
 from kohaku_rag.errors import BackendError
+from kohaku_rag.lake.atomic import atomic_path
 
 BUNDLED_MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m"
 BUNDLED_FILE = f"{BUNDLED_MODEL}.gguf"

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from kohaku_rag.atomic import atomic_path
+from kohaku_rag.lake.atomic import atomic_path
 
 __all__ = ["MIN_PREFIX_TOKENS", "PrefixStates", "state_digest", "state_file_name"]
 

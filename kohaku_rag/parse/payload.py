@@ -16,13 +16,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+from kohaku_rag.document.table_record import TableRecord, TableRow, table_text
+from kohaku_rag.document.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse import limits
 from kohaku_rag.parse.pdf_layout import merge_lines_text
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.parse.text_tables import TextTable, split_tables
-from kohaku_rag.table_record import TableRecord, TableRow, table_text
-from kohaku_rag.tree import Attachment, ParsedDocument, ParsedParagraph, ParsedSection
 
 # The record a verified repair gives a table block the parser left unaligned (None: none).
 TableRepair = Callable[[TextTable], TableRecord | None]

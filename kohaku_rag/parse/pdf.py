@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pymupdf
 
+from kohaku_rag.document.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, TextLine
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse import limits
 from kohaku_rag.parse.pdf_figures import FigureCandidate, find_figures
@@ -49,7 +50,6 @@ from kohaku_rag.parse.pdf_layout import (
 from kohaku_rag.parse.pdf_page_items import PdfFloat, PdfPage, union_bbox
 from kohaku_rag.parse.pdf_paragraphs import paper_sections, slide_sections
 from kohaku_rag.parse.pdf_tables import find_page_tables, page_words, table_record
-from kohaku_rag.tree import Attachment, BBox, ParsedDocument, ParsedParagraph, TextLine
 
 # is_references is part of this module's API (the indexing steps import it from here).
 __all__ = ["is_references", "parse_pdf"]

@@ -23,9 +23,10 @@ from typing import Any, Literal
 
 import pymupdf
 
-from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.document.tree import BBox, media_hash
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import write_bytes_atomic
 from kohaku_rag.parse import limits
-from kohaku_rag.tree import BBox, media_hash
 
 FigureSource = Literal["raster", "vector"]
 

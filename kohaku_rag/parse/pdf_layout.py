@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pymupdf
 
-from kohaku_rag.tree import BBox
+from kohaku_rag.document.tree import BBox
 
 # Expand ligatures ("ﬁ" -> "fi") so words are searchable; keep everything else default.
 TEXT_FLAGS = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_LIGATURES) | pymupdf.TEXT_MEDIABOX_CLIP

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from kohaku_rag.document.tree import BBox, ParsedParagraph
 from kohaku_rag.parse.pdf_layout import Line
-from kohaku_rag.tree import BBox, ParsedParagraph
 
 
 @dataclass(frozen=True)

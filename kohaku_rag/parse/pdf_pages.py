@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pymupdf
 
+from kohaku_rag.document.tree import Attachment, ParsedParagraph, ParsedSection
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse import limits
-from kohaku_rag.tree import Attachment, ParsedParagraph, ParsedSection
 
 PAGE_SECTION = "Page images"
 MAX_PIXELS = 768 * 28 * 28

@@ -7,10 +7,10 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from kohaku_rag.document.tree import ParsedParagraph, ParsedSection, TextLine
 from kohaku_rag.parse.pdf_headings import Outline, TextStyle, heading_text, is_heading
 from kohaku_rag.parse.pdf_layout import Line, Placed, merge_lines_text, segment_lefts
 from kohaku_rag.parse.pdf_page_items import PdfFloat, PdfPage, union_bbox
-from kohaku_rag.tree import ParsedParagraph, ParsedSection, TextLine
 
 _FOOTNOTE = re.compile(r"^(?:\d{1,2}|[∗*†‡§¶])\s*\S")
 _ITEM_START = re.compile(r"^(?:\[\d{1,3}\]|[•●▪■◦‣∙–-]|\d{1,2}[.)])\s")

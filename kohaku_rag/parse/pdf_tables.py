@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pymupdf
 
+from kohaku_rag.document.table_record import GROUP_SEP, TableRecord, TableRow, caption_label
+from kohaku_rag.document.tree import BBox
 from kohaku_rag.parse.pdf_layout import TEXT_FLAGS, Line
-from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, caption_label
-from kohaku_rag.tree import BBox
 
 Word = tuple[float, float, float, float, str]
 

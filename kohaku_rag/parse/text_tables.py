@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kohaku_rag.table_record import GROUP_SEP, TABLE_LABEL, TableRecord, TableRow, caption_label
+from kohaku_rag.document.table_record import GROUP_SEP, TABLE_LABEL, TableRecord, TableRow, caption_label
 
 __all__ = ["TextTable", "split_tables"]
 

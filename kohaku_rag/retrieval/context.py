@@ -7,8 +7,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kohaku_rag.table_record import TableRecord, record_from_arrow, record_to_arrow, table_text, with_rows
-from kohaku_rag.tree import Node, NodeKind
+from kohaku_rag.document.table_record import TableRecord, record_from_arrow, record_to_arrow, table_text, with_rows
+from kohaku_rag.document.tree import Node, NodeKind
 
 MEDIA_ATTACHMENTS = ("table", "image", "page")  # what `content = "text"` leaves out
 IMAGE_ATTACHMENTS = ("image", "page")  # what the separate image search finds: figures, page renderings

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kohaku_rag.document.tree import Node
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
-from kohaku_rag.tree import Node
 
 _ORDER = re.compile(r":sec(\d+):p(\d+)$")
 

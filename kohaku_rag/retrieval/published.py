@@ -1,6 +1,6 @@
 """Opening the lake's published index generation for search, checked where it costs nothing.
 
-A reader opens exactly the files one manifest names (stores/manifest.py), so it never sees
+A reader opens exactly the files one manifest names (lake/manifest.py), so it never sees
 a mix of two generations. Before serving it checks each file's size (and its checksum when
 its size or mtime moved since it was published: a published file is never written again)
 and the vector store's rows per table against the manifest's counts, vec rows included.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.indexing.search_aids import SearchAids, load_search_aids
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.manifest import Manifest, file_problem, read_manifest
 from kohaku_rag.stores.bm25 import BM25Index
-from kohaku_rag.stores.manifest import Manifest, file_problem, read_manifest
 from kohaku_rag.stores.vectors import VectorStore
 
 __all__ = ["PublishedIndex", "open_published"]

@@ -9,11 +9,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from kohaku_rag.document.table_record import TABLE_LABEL
+from kohaku_rag.document.tree import Node
 from kohaku_rag.retrieval.context import IMAGE_ATTACHMENTS
 from kohaku_rag.retrieval.rerankers import Reranker
 from kohaku_rag.retrieval.retrieval_config import DEFAULT_ALPHA, RERANKS, RetrievalConfig
-from kohaku_rag.table_record import TABLE_LABEL
-from kohaku_rag.tree import Node
 
 _TABLE_CAPTION = re.compile(rf"^\s*{TABLE_LABEL}", re.I)
 _FIGURE_CAPTION = re.compile(r"^\s*(figure|fig\.)\s*[0-9]+\b", re.I)

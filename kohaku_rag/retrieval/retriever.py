@@ -18,12 +18,14 @@ from dataclasses import replace
 
 import numpy as np
 
+from kohaku_rag.document.table_record import row_record, table_text, with_rows
+from kohaku_rag.document.tree import Node, NodeKind
 from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.doc_metadata import matching_documents
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.search_aids import SearchAids
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.llm import ChatModel, LLMSpec
 from kohaku_rag.retrieval.context import (
     IMAGE_ATTACHMENTS,
@@ -49,8 +51,6 @@ from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.windows import CAPTION, window_text
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
-from kohaku_rag.table_record import row_record, table_text, with_rows
-from kohaku_rag.tree import Node, NodeKind
 
 
 class Retriever:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from kohaku_rag.table_record import TABLE_LABEL
+from kohaku_rag.document.table_record import TABLE_LABEL
 
 GAP = " … "
 # A table or figure caption ("Table 3: Large language models used ..."): kept in every window

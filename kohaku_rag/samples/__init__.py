@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pymupdf
 
-from kohaku_rag.csv_cells import csv_text
-from kohaku_rag.lake import write_bytes_atomic
+from kohaku_rag.lake.csv_cells import csv_text
+from kohaku_rag.lake.tables import write_bytes_atomic
 from kohaku_rag.samples.render import parse_markdown, render_pdf
 
 FIXED_DATE = "D:20250101000000Z"  # fixed so the output is deterministic

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pymupdf
 
-from kohaku_rag.lake import write_bytes_atomic
+from kohaku_rag.lake.tables import write_bytes_atomic
 
 NBSP = "\u00a0"
 

@@ -7,7 +7,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 
-from kohaku_rag.models import ModelPool
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.serving import api, openai_routes, openapi, page
 from kohaku_rag.serving.errors import HANDLERS
 from kohaku_rag.serving.jobs import AnswerJobs

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pymupdf
 
+from kohaku_rag.document.tree import Node, NodeKind, Rect
 from kohaku_rag.indexing.steps import SOURCES, TREES, read_source, read_tree
-from kohaku_rag.lake import Lake, check_key
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import check_key
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.table_rows import (
     cell_citation,
@@ -27,7 +29,6 @@ from kohaku_rag.serving.table_rows import (
     table_lines,
     table_rects,
 )
-from kohaku_rag.tree import Node, NodeKind, Rect
 
 HIGHLIGHT = (1.0, 0.82, 0.0)  # the marker's yellow
 HIGHLIGHT_OPACITY = 0.45

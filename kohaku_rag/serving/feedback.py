@@ -24,8 +24,9 @@ from typing import Any
 
 from kohaku_rag.answering.config_folder import question_set_path
 from kohaku_rag.answers.question_files import REVIEW_COLUMN, WATTBOT_COLUMNS, is_true_flag
-from kohaku_rag.csv_cells import csv_text, read_rows
-from kohaku_rag.lake import Lake, write_bytes_atomic
+from kohaku_rag.lake.csv_cells import csv_text, read_rows
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import write_bytes_atomic
 from kohaku_rag.serving.served_store import STORE_DIR, connection, decode, has_store, insert_feedback, transaction
 
 FEEDBACK = "served_feedback"

@@ -28,8 +28,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from kohaku_rag.lake import Lake
-from kohaku_rag.sqlite_wal import use_wal
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.sqlite_wal import use_wal
 
 STORE_DIR = "served"
 STORE_NAME = "served.sqlite"

@@ -27,18 +27,22 @@ from kohaku_rag.answering.followup import Turn, rewrite_followup
 from kohaku_rag.answering.prediction import Prediction
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config
-from kohaku_rag.answering.store import index_fingerprint, leaderboard_path
+from kohaku_rag.answering.qa_tables import index_fingerprint, leaderboard_path
 from kohaku_rag.answers.value_form import FORM_CHECK
+from kohaku_rag.document.table_record import row_record
+from kohaku_rag.document.tree import Node, NodeKind
 from kohaku_rag.errors import BackendError, IndexUnavailable, KohakuError
-from kohaku_rag.lake import Lake, check_key
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.manifest import read_manifest
+from kohaku_rag.lake.tables import check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
-from kohaku_rag.models import ModelPool
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
-from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key, typical_seconds
+from kohaku_rag.serving.served_answers import StoredKey, append_served, response_by_id, response_by_key, typical_seconds
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import (
     cell_citation,
@@ -49,9 +53,6 @@ from kohaku_rag.serving.table_rows import (
     stating_cells,
     table_quote,
 )
-from kohaku_rag.stores.manifest import read_manifest
-from kohaku_rag.table_record import row_record
-from kohaku_rag.tree import Node, NodeKind
 
 DEFAULT_CONFIG = "default"
 # What the raw-reply expander shows of each LLM call: the reply and where its time went

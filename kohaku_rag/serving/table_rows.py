@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 
-from kohaku_rag.table_record import TABLE_LABEL, TableRecord, cells_stating, row_record, table_text
-from kohaku_rag.tree import Attachment, Node, NodeKind, Rect
+from kohaku_rag.document.table_record import TABLE_LABEL, TableRecord, cells_stating, row_record, table_text
+from kohaku_rag.document.tree import Attachment, Node, NodeKind, Rect
 
 _CAPTION = re.compile(rf"^{TABLE_LABEL}", re.IGNORECASE)
 

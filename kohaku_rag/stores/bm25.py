@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from rank_bm25 import BM25Okapi
 
-from kohaku_rag.atomic import atomic_path
-from kohaku_rag.tree import Node, NodeKind
+from kohaku_rag.document.tree import Node, NodeKind
+from kohaku_rag.lake.atomic import atomic_path
 
 FORMAT_VERSION = 1
 # Bump when `tokenize` changes: cached per-document tokens are keyed by it.

@@ -22,8 +22,8 @@ from typing import cast
 import apsw
 import numpy as np
 
+from kohaku_rag.document.tree import NodeKind
 from kohaku_rag.stores.store_rows import bits_table, vec_table
-from kohaku_rag.tree import NodeKind
 
 # How many Hamming-ranked candidates are re-ranked: RESCORE_FACTOR per requested hit, at
 # least RESCORE_MIN, and at least 1/RESCORE_FRACTION of the rows (more rows, more near

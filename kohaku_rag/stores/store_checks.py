@@ -1,7 +1,7 @@
 """What a vector store is checked with: rows per document and table, table totals, a
 digest of every document's vectors, SQLite's quick_check.
 
-A published generation records the counts and digests (stores/manifest.py); opening it
+A published generation records the counts and digests (lake/manifest.py); opening it
 compares the totals (no vector is read), `kohaku index` the per-document counts, and
 `kohaku doctor` everything, vectors included.
 """
@@ -13,8 +13,8 @@ from typing import cast
 
 import apsw
 
+from kohaku_rag.document.tree import NodeKind
 from kohaku_rag.stores.store_rows import VEC_KINDS, vec_table
-from kohaku_rag.tree import NodeKind
 
 __all__ = ["VectorDigest", "count_vectors", "document_counts", "quick_check", "table_totals", "vector_digests"]
 

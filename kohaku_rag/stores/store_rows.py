@@ -11,8 +11,8 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from kohaku_rag.table_record import record_from_json, record_to_json
-from kohaku_rag.tree import Attachment, Node, NodeKind
+from kohaku_rag.document.table_record import record_from_json, record_to_json
+from kohaku_rag.document.tree import Attachment, Node, NodeKind
 
 Vectors: TypeAlias = Mapping[str, np.ndarray] | tuple[Sequence[str], np.ndarray]
 NodesInput: TypeAlias = Sequence[Node] | pa.Table

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import apsw
 import numpy as np
 
+from kohaku_rag.document.tree import NodeKind
 from kohaku_rag.stores.sign_codes import quantised
 from kohaku_rag.stores.store_checks import VectorDigest
 from kohaku_rag.stores.store_rows import (
@@ -20,7 +21,6 @@ from kohaku_rag.stores.store_rows import (
     vec_table,
     vector_items,
 )
-from kohaku_rag.tree import NodeKind
 
 __all__ = ["delete_rows", "insert_document"]
 

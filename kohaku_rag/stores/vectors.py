@@ -44,6 +44,7 @@ import apsw
 import numpy as np
 import sqlite_vec
 
+from kohaku_rag.document.tree import Node, NodeKind
 from kohaku_rag.errors import IndexUnavailable, KohakuError
 from kohaku_rag.stores import store_checks
 from kohaku_rag.stores.sign_codes import Codes, binary_search, create_bits, load_codes
@@ -74,7 +75,6 @@ from kohaku_rag.stores.store_rows import (
     vec_table,
 )
 from kohaku_rag.stores.store_writes import delete_rows, insert_document
-from kohaku_rag.tree import Node, NodeKind
 
 __all__ = [
     "MAX_K",

@@ -21,11 +21,11 @@ from kohaku_assets.runner import run_config
 from kohaku_rag.answering.diverse_rerank import diverse_order, interleave, reranker_for
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
+from kohaku_rag.answering.qa_tables import compute_retrievals
 from kohaku_rag.answering.stages import STRICT_RULE
-from kohaku_rag.answering.store import compute_retrievals
 from kohaku_rag.answers.records import Question
 from kohaku_rag.indexing.index_config import IndexConfig
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.llm import CachedChat
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.bm25_reranker import Bm25Reranker

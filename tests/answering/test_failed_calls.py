@@ -11,7 +11,7 @@ from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.runner import RunFailed, run_config
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.api import Rag
 from kohaku_rag.errors import BackendError

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config
 

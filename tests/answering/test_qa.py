@@ -22,7 +22,7 @@ from kohaku_assets.cli import main as cli_main
 from kohaku_assets.instance import instance_for
 from kohaku_assets.runner import resources_for, run_config, run_ensemble
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.answer import answer_question
 from kohaku_rag.answering.planner import parse_plan, plan_queries
 from kohaku_rag.answering.qa_config import QAConfig
@@ -448,8 +448,8 @@ def test_snippets_can_be_headed_by_document_and_section(env):
     import dataclasses
 
     from kohaku_rag.answering.prompt import build_messages
+    from kohaku_rag.document.tree import Node, NodeKind
     from kohaku_rag.retrieval.context import ContextItem, section_heading
-    from kohaku_rag.tree import Node, NodeKind
 
     settings, _server, _questions = env
     retriever = open_retriever(settings.lake, settings.index_config())

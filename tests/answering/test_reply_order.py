@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 from test_failed_calls import write_config
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.prompt import answer_schema, build_messages
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config

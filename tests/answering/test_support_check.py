@@ -9,7 +9,7 @@ import math
 import pytest
 from chat_server import ChatServer, Fault
 
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.answer import answer_runs
 from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart, hashed_fields

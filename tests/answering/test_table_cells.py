@@ -21,9 +21,9 @@ from kohaku_rag.answering.prompt import answer_request
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
 from kohaku_rag.answering.table_cells import reply_fields
 from kohaku_rag.answers.records import Question
+from kohaku_rag.document.table_record import GROUP_SEP, TableRecord, TableRow, cell_number, column_unit, table_text
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, cell_number, column_unit, table_text
 
 ENERGY = TableRecord(
     label="Table 5",

@@ -7,8 +7,8 @@ import time
 
 from kohaku_rag.answering.table_query import asks_over_table, query_request, run_query, table_frame, value_of
 from kohaku_rag.answers.records import Question
+from kohaku_rag.document.table_record import GROUP_SEP, TableRecord, TableRow, table_text
 from kohaku_rag.retrieval.context import ContextItem
-from kohaku_rag.table_record import GROUP_SEP, TableRecord, TableRow, table_text
 
 RECORD = TableRecord(
     label="Table 2",

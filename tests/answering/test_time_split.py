@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 from test_failed_calls import run_rows, write_config
 
 from kohaku_assets.cli import main as cli_main
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 
 
 def test_the_eval_summary_and_the_stored_rows_say_where_the_time_went(env, capsys):

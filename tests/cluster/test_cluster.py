@@ -15,10 +15,10 @@ from kohaku_assets.cluster.servers import Cluster, local_cluster, missing_server
 from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import embedder_for, run_index
+from kohaku_rag.document.tree import NodeKind
 from kohaku_rag.indexing.steps import INDEX_ROWS
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import BM25Index
-from kohaku_rag.tree import NodeKind
 
 pytestmark = [
     pytest.mark.cluster,

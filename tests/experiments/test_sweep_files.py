@@ -7,7 +7,7 @@ import pytest
 from kohaku_rag.answering.config_folder import config_files, configs_dir
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.experiments.sweep import expand, load_sweep, member_names, sweeps_dir, write_members
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 SWEEP = """base = "base"
 seeds = 2

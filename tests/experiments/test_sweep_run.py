@@ -14,7 +14,7 @@ from qa_server import response_schema
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.instance import instance_for
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.experiments.sweep import sweeps_dir
 
 SWEEP = """base = "base"

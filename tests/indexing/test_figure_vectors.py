@@ -18,16 +18,16 @@ import pytest
 from embedding_server import EmbeddingServer, expected_vector
 from figure_docs import CAPTIONS, chart_png, write_figure_pdf
 
+from kohaku_rag.document.tree import Attachment
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import index_corpus
-from kohaku_rag.lake import Lake
-from kohaku_rag.models import ModelPool
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import open_retriever
-from kohaku_rag.tree import Attachment
 
 DOC = "campaign"
 DIM = 128

@@ -17,7 +17,7 @@ from kohaku_rag.indexing.index_config import (
     recorded_index_config,
     resolve_index_config,
 )
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 
 @pytest.fixture()

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from kohaku_rag.document.tree import NodeKind, ParsedDocument, ParsedParagraph, ParsedSection, build_tree
 from kohaku_rag.indexing.propagate import combine, propagate
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.tree import NodeKind, ParsedDocument, ParsedParagraph, ParsedSection, build_tree
 
 
 def _tree():

@@ -20,7 +20,7 @@ from kohaku_rag.indexing.expansions import (
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import index_corpus
 from kohaku_rag.indexing.search_aids import assemble_search_aids, load_search_aids, search_aids_behind
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 
 def test_definitions_in_both_directions() -> None:
@@ -137,7 +137,7 @@ def test_a_bad_user_file_fails_assembly_and_keeps_the_old_aids(tmp_path: Path) -
 
 def test_stored_retrievals_follow_the_aids_only_when_a_config_uses_them(tmp_path: Path) -> None:
     from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
-    from kohaku_rag.answering.store import keys_for
+    from kohaku_rag.answering.qa_tables import keys_for
     from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 
     corpus = _corpus(tmp_path / "corpus")

@@ -15,6 +15,7 @@ from PIL import Image
 from shared_data import PDFS
 from vision_server import Reply, VisionServer, describe
 
+from kohaku_rag.document.tree import media_hash
 from kohaku_rag.errors import BackendError, DocumentError
 from kohaku_rag.indexing.captions import (
     CaptionCache,
@@ -25,9 +26,8 @@ from kohaku_rag.indexing.captions import (
     caption_cached,
     caption_many_cached,
 )
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.parse.pdf_figures import FigureCandidate, find_figures, store_figure
-from kohaku_rag.tree import media_hash
 
 RESNET = PDFS / "he2015_resnet_1512.03385.pdf"
 VASWANI = PDFS / "vaswani2017_attention_1706.03762.pdf"

@@ -6,10 +6,10 @@ from pathlib import Path
 import pymupdf
 import pytest
 
+from kohaku_rag.document.tree import ParsedDocument
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.pdf_layout import Line, merge_lines_text, vocabulary_of
 from kohaku_rag.samples.layout_zoo import NBSP, STYLES, running_texts, write_zoo
-from kohaku_rag.tree import ParsedDocument
 
 
 def _norm(text: str) -> str:
@@ -103,7 +103,7 @@ def test_references_can_be_kept_out_of_the_index(zoo, tmp_path: Path) -> None:
 
     import kohaku_rag as kr
     from kohaku_rag.indexing import steps as ix
-    from kohaku_rag.lake import Lake
+    from kohaku_rag.lake.layout import Lake
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
+from kohaku_rag.document.tree import Attachment, NodeKind, build_tree
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse.payload import paragraphs_from_lines, parse_markdown, parse_payload_json, parse_text
 from kohaku_rag.parse.sentences import split_sentences
-from kohaku_rag.tree import Attachment, NodeKind, build_tree
 
 
 def test_payload_drops_image_placeholders_and_repairs_hyphens(tmp_path):

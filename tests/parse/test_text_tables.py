@@ -5,11 +5,11 @@ model had to count cells against a header 20 lines up."""
 from __future__ import annotations
 
 from kohaku_rag.config_files import stable_hash
+from kohaku_rag.document.table_record import TableRow, row_sentence
+from kohaku_rag.document.tree import Attachment, NodeKind, ParsedDocument, ParsedSection, build_tree
 from kohaku_rag.parse.payload import paragraphs_with_tables
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.parse.text_tables import split_tables
-from kohaku_rag.table_record import TableRow, row_sentence
-from kohaku_rag.tree import Attachment, NodeKind, ParsedDocument, ParsedSection, build_tree
 
 PROSE = (
     "variation between image generation models, depending on the size of image that they generate, and on the\n"
@@ -199,7 +199,7 @@ def test_a_cited_row_names_the_column_its_value_came_from() -> None:
 
     record = only(CAPTION_AFTER).record
     assert record is not None
-    from kohaku_rag.table_record import table_text
+    from kohaku_rag.document.table_record import table_text
 
     item = ContextItem(
         "luccioni2024", "luccioni2024:sec1:p2", "paragraph", 6, 1.0, table_text(record), "table", table=record
@@ -228,8 +228,8 @@ def test_without_table_records_the_lines_stay_in_the_running_text() -> None:
 def test_a_tree_holding_a_table_keeps_its_checksum(tmp_path) -> None:  # noqa: ANN001
     """Failed when issue 42's checksums met this issue's table column: the bytes under a
     null struct slot (every node that is not a table) differ after a Parquet round trip."""
-    from kohaku_rag.lake import content_problem, write_parquet_atomic
-    from kohaku_rag.tree import nodes_to_table
+    from kohaku_rag.document.tree import nodes_to_table
+    from kohaku_rag.lake.tables import content_problem, write_parquet_atomic
 
     paras = paragraphs_with_tables(CAPTION_AFTER, page=6)
     doc = ParsedDocument("luccioni2024", "Power Hungry Processing", [ParsedSection("Results", paras, page=6)])

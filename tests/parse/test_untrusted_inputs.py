@@ -12,11 +12,11 @@ import pymupdf
 import pytest
 from PIL import Image
 
+from kohaku_rag.document.tree import Attachment
 from kohaku_rag.errors import DocumentError
 from kohaku_rag.parse import limits
 from kohaku_rag.parse.payload import parse_payload_json
 from kohaku_rag.parse.pdf import parse_pdf
-from kohaku_rag.tree import Attachment
 
 BODY = "The measured power draw of the accelerator was 400 W during the whole training run."
 

@@ -20,7 +20,7 @@ from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.runner import resources_for, run_config, run_index
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
-from kohaku_rag.answering import store as st
+from kohaku_rag.answering import qa_tables as st
 
 ANSWERING = ["retrievals", "predictions", "ensembles", "scores", "submission"]
 

@@ -25,8 +25,8 @@ from kohaku_rag.indexing import steps as ix
 from kohaku_rag.indexing.failures import record_failure, recorded_failure
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import index_document
-from kohaku_rag.lake import Lake
-from kohaku_rag.models import ModelPool
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index
 

@@ -21,7 +21,7 @@ import sqlite_vec
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.indexing import steps as ix
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 QUESTIONS = ["How much water did the data center use?", "Which GPU had the lowest power draw?", "carbon emissions"]
 
@@ -163,7 +163,7 @@ def test_a_cut_node_embeddings_table_is_recomputed_by_a_plain_index(env, capsys)
 
 
 def test_a_generation_is_one_manifest_and_old_files_go(env, capsys):
-    from kohaku_rag.stores.manifest import read_manifest  # new with generations
+    from kohaku_rag.lake.manifest import read_manifest  # new with generations
 
     settings, _config = env
     assert _cli(settings, "index") == 0

@@ -21,8 +21,8 @@ from kohaku_assets.cli import main as cli_main
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
-from kohaku_rag.lake import Lake
-from kohaku_rag.lake_lock import LakeBusy, current_holder, hold_lake
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.lock import LakeBusy, current_holder, hold_lake
 from kohaku_rag.stores.vectors import VectorStore
 
 DOCS = ["carbon", "gpu", "water"]
@@ -232,7 +232,7 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(env, capsys):
     settings, _ = env
     settings.lake.root.mkdir(parents=True)
     script = (
-        "import os, sys, time; from kohaku_rag.lake_lock import hold_lake\n"
+        "import os, sys, time; from kohaku_rag.lake.lock import hold_lake\n"
         "with hold_lake(sys.argv[1], 'doomed'):\n    print('held', flush=True); time.sleep(60)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script, settings.lake_root], stdout=subprocess.PIPE, text=True)

@@ -12,7 +12,7 @@ from kohaku_assets.cli import main as cli_main
 from kohaku_assets.instance import instance_for
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import embedder_for, resources_for, run_index
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import BM25Index
 

@@ -19,7 +19,7 @@ from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import load_qa_config, qa_config_from_mapping
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, resolve_index_config
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 SECRETS = {
     "embedder": ("emb-user", "sk-embed-5e6f7a8b9c0d1e2f3a4b"),

@@ -22,7 +22,7 @@ from kohaku_assets.instance import instance_for
 from kohaku_assets.partitions import CONFIGS, DOCUMENTS
 from kohaku_assets.resources import REPO_ROOT, KohakuSettings
 from kohaku_rag.answering.config_folder import configs_dir
-from kohaku_rag.tree import Node, NodeKind
+from kohaku_rag.document.tree import Node, NodeKind
 
 
 def _specs():

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from kohaku_rag.document.tree import Node, NodeKind
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import index_corpus
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.retrieval.lexical import PassageIndex, rm3_weights
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever
 from kohaku_rag.retrieval.windows import window_spans, window_text
-from kohaku_rag.tree import Node, NodeKind
 
 
 def test_window_spans_merge_overlaps_and_keep_document_order() -> None:

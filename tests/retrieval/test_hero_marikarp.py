@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from rerank_server import RerankServer, overlap
 
+from kohaku_rag.document.tree import Attachment, Node, NodeKind
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import index_corpus
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.retrieval.ranking import content_type, interleave, rerank_top
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever
-from kohaku_rag.tree import Attachment, Node, NodeKind
 
 
 def test_interleave_alternates_keeping_each_order_and_dropping_repeats() -> None:
@@ -202,7 +202,7 @@ def test_config_keys_are_validated_and_round_trip() -> None:
 
 def test_a_reranker_outage_fails_only_the_retrieval_row(retriever: Retriever) -> None:
     from kohaku_rag.answering.qa_config import QAConfig, RetrievalPart
-    from kohaku_rag.answering.store import compute_retrievals
+    from kohaku_rag.answering.qa_tables import compute_retrievals
     from kohaku_rag.answers.records import Question
 
     with RerankServer() as server:

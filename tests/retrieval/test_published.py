@@ -13,11 +13,11 @@ import pytest
 
 from kohaku_rag.answering.answer import counts_as_blank, deepen
 from kohaku_rag.answers.records import Answer
+from kohaku_rag.document.tree import Node, NodeKind
 from kohaku_rag.retrieval.ranking import rerank
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import Retriever
 from kohaku_rag.stores.vectors import Hit
-from kohaku_rag.tree import Node, NodeKind
 
 PER_QUERY = [{"a": 0.9, "b": 0.5}, {"b": 0.6}, {"b": 0.4, "c": 0.95}]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import kohaku_rag as kr
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.documents import Documents
 

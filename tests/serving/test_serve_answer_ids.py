@@ -16,9 +16,9 @@ from asgi_server import serving
 from qa_server import QUESTIONS, QAServer
 from serving_corpus import WATER_QUESTION, write_config
 
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.app import build_app
-from kohaku_rag.serving.served import all_rows
+from kohaku_rag.serving.served_answers import all_rows
 
 Q_CARBON, Q_GPU, Q_WATER = QUESTIONS
 

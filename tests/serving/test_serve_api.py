@@ -14,8 +14,8 @@ from sse_text import sse_events
 from starlette.testclient import TestClient
 
 import kohaku_rag as kr
-from kohaku_rag.lake import Lake
-from kohaku_rag.serving.served import all_rows
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.serving.served_answers import all_rows
 
 
 @pytest.fixture()

@@ -8,7 +8,7 @@ import httpx
 from asgi_server import serving
 from serving_corpus import WATER_QUESTION
 
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 
 
 def test_an_unreadable_manifest_is_a_503_with_the_reason(app, lake) -> None:

@@ -23,7 +23,7 @@ from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import resources_for
 from kohaku_assets.sensors import feedback_backfill_sensor, served_feedback_sensor
 from kohaku_rag.answers.question_files import load_questions
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.feedback import feedback_set_path
 
 Q_CARBON, Q_GPU, _ = QUESTIONS

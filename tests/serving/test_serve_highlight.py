@@ -12,13 +12,13 @@ from PIL import Image
 from serving_corpus import WATER_MD, WATER_QUESTION
 from starlette.testclient import TestClient
 
+from kohaku_rag.document.tree import NodeKind, build_tree
 from kohaku_rag.indexing.steps import read_source, read_tree
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.documents import snapped_rects
-from kohaku_rag.tree import NodeKind, build_tree
 
 
 def _source(lake, doc_id: str) -> str:

@@ -17,7 +17,7 @@ from serving_corpus import WATER_QUESTION
 
 from kohaku_rag.indexing.corpus import read_metadata_checked
 from kohaku_rag.indexing.steps import SOURCES
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.served_store import connection, transaction
 from kohaku_rag.web_links import web_link

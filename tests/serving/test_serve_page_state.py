@@ -18,8 +18,8 @@ from browser import chromium, chromium_missing
 from qa_server import QAServer
 from serving_corpus import WATER_QUESTION
 
-from kohaku_rag.lake import Lake
-from kohaku_rag.serving.served import append_served
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.serving.served_answers import append_served
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 SHOTS = os.environ.get("KOHAKU_SCREENSHOTS")

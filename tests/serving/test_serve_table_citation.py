@@ -18,16 +18,16 @@ from PIL import Image
 from serving_corpus import write_config
 
 import kohaku_rag as kr
+from kohaku_rag.document.tree import Attachment, NodeKind, build_tree
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.steps import read_tree
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import cell_rects, record_quote
-from kohaku_rag.tree import Attachment, NodeKind, build_tree
 
 ENERGY_MD = """# Energy
 

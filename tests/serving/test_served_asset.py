@@ -20,8 +20,8 @@ from kohaku_assets.assets.serving import served_answers
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import resources_for
 from kohaku_assets.sensors import served_answers_sensor
-from kohaku_rag.lake import Lake
-from kohaku_rag.serving.served import day_of, day_rows
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.serving.served_answers import day_of, day_rows
 
 
 def test_each_question_is_a_row_and_the_day_is_an_asset_partition(app, lake) -> None:

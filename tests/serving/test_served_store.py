@@ -19,12 +19,12 @@ from serving_corpus import WATER_QUESTION, write_config
 
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.answers.records import Answer, Question
-from kohaku_rag.csv_cells import FORMULA_STARTS, csv_text, read_rows
 from kohaku_rag.evaluation.submissions import load_submission, write_submission_csv
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.csv_cells import FORMULA_STARTS, csv_text, read_rows
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.feedback import feedback_set_path, question_id, read_feedback
-from kohaku_rag.serving.served import all_rows
+from kohaku_rag.serving.served_answers import all_rows
 
 Q_CARBON, Q_GPU, _ = QUESTIONS
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kohaku_rag.lake import Lake
+from kohaku_rag.document.tree import Node, NodeKind
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.stores.vectors import VectorStore, stored_search_mode
-from kohaku_rag.tree import Node, NodeKind
 
 DIM = 128  # a multiple of 64: the codes are uint64 words
 

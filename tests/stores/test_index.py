@@ -14,10 +14,18 @@ import pytest
 import sqlite_vec
 from rank_bm25 import BM25Okapi
 
+from kohaku_rag.document.tree import (
+    Node,
+    NodeKind,
+    ParsedDocument,
+    ParsedParagraph,
+    ParsedSection,
+    build_tree,
+    nodes_to_table,
+)
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.stores.bm25 import BM25Index, build, flat_chunks, paragraph_rows, tokenize
 from kohaku_rag.stores.vectors import DocumentUpsert, IndexMismatchError, VectorStore
-from kohaku_rag.tree import Node, NodeKind, ParsedDocument, ParsedParagraph, ParsedSection, build_tree, nodes_to_table
 
 DIM = 24
 REPO = Path(__file__).resolve().parents[2]

@@ -29,7 +29,7 @@ from pathlib import Path
 from stat import S_ISREG
 
 from kohaku_rag.errors import IndexUnavailable, KohakuError
-from kohaku_rag.stores.damage import recorded_damage
+from kohaku_rag.lake.damage import recorded_damage
 
 __all__ = [
     "MANIFEST_NAME",

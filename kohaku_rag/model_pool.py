@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.index_models import IndexModels
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.llm import ChatModel, LLMSpec, make_chat_model
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever
 

@@ -46,7 +46,8 @@ from kohaku_rag.config_files import stable_hash
 from kohaku_rag.errors import BackendError, KohakuError
 from kohaku_rag.indexing.search_aids import search_aids_fingerprint
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
-from kohaku_rag.lake import Lake, is_stored, write_parquet_atomic
+from kohaku_rag.lake.layout import Lake
+from kohaku_rag.lake.tables import is_stored, write_parquet_atomic
 from kohaku_rag.llm import ChatModel
 from kohaku_rag.progress import Ticker
 from kohaku_rag.retrieval.context import ContextItem

@@ -1,4 +1,5 @@
-"""The data lake on disk: where each table, blob and cache lives, and atomic writes.
+"""The lake's stored tables: Parquet written atomically, each recording its row count and
+content checksum, and the checks that find one cut short, garbled or marked damaged.
 
 Every write goes to a temporary file in the same folder and is renamed into place, so a
 crash or a failed partition leaves the previous good file untouched.
@@ -10,15 +11,13 @@ import hashlib
 import logging
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kohaku_rag.atomic import atomic_path
-from kohaku_rag.stores.damage import damage_marker, recorded_damage
-from kohaku_rag.stores.manifest import MANIFEST_NAME, read_manifest
+from kohaku_rag.lake.atomic import atomic_path
+from kohaku_rag.lake.damage import damage_marker, recorded_damage
 
 _log = logging.getLogger("kohaku")
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
@@ -152,89 +151,3 @@ def is_stored(path: Path) -> bool:
     damage_marker(path).unlink(missing_ok=True)
     _log.warning("%s can't be read (%s): moved aside to %s; it is recomputed", path, why, aside.name)
     return False
-
-
-_PUBLISHED_NAMES: dict[tuple[str, int, int], tuple[str, ...]] = {}
-
-
-def _file_stamp(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.lstat()  # a file swapped for a link changes the stamp (the manifest refuses links)
-    except OSError:
-        return None
-    return stat.st_size, stat.st_mtime_ns
-
-
-@dataclass(frozen=True)
-class Lake:
-    root: Path
-
-    def table(self, asset: str, partition: str | None = None) -> Path:
-        name = check_key(partition) if partition is not None else "data"
-        return self.root / asset / f"{name}.parquet"
-
-    def partitions(self, asset: str) -> list[str]:
-        folder = self.root / asset
-        return sorted(p.stem for p in folder.glob("*.parquet")) if folder.exists() else []
-
-    def blob(self, digest: str, suffix: str = ".png") -> Path:
-        return self.root / "blobs" / digest[:2] / f"{digest}{suffix}"
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.root / "cache"
-
-    @property
-    def index_dir(self) -> Path:
-        return self.root / "index"
-
-    @property
-    def manifest_path(self) -> Path:
-        """The index's commit point: the files of the published generation (stores/manifest.py)."""
-        return self.index_dir / MANIFEST_NAME
-
-    @property
-    def vectors_path(self) -> Path:
-        """The published vector store (a path that does not exist when none is published)."""
-        return self._published("vectors", "vectors", "vectors.sqlite")
-
-    @property
-    def bm25_path(self) -> Path:
-        """The published BM25 index (a path that does not exist when none is published)."""
-        return self._published("bm25", "bm25", "bm25.npz")
-
-    def index_stamp(self) -> tuple[object, ...] | None:
-        """Changes whenever a generation is published (the manifest is renamed over, so its
-        inode changes) or a file it names is touched: what a long-lived process compares,
-        per query, to reopen its index (a few `stat` calls; the manifest is parsed once)."""
-        try:
-            stat = self.manifest_path.stat()
-        except OSError:
-            return None
-        key = (str(self.manifest_path), stat.st_ino, stat.st_mtime_ns)
-        names = _PUBLISHED_NAMES.get(key)
-        if names is None:
-            manifest = read_manifest(self.index_dir, strict=False)
-            names = tuple(sorted(manifest.names())) if manifest is not None else ()
-            _PUBLISHED_NAMES.clear()  # one lake per process in practice; never grows
-            _PUBLISHED_NAMES[key] = names
-        return key[1:] + tuple(_file_stamp(self.index_dir / name) for name in names)
-
-    def _published(self, part: str, role: str, default: str) -> Path:
-        manifest = read_manifest(self.index_dir, strict=False)
-        path = manifest.path(self.index_dir, part, role) if manifest is not None else None
-        return path if path is not None else self.index_dir / default
-
-    @property
-    def sources_dir(self) -> Path:
-        """Documents fetched from their metadata URL."""
-        return self.root / "sources"
-
-    @property
-    def index_config_path(self) -> Path:
-        """The index settings the lake was built with (written by indexing, read by everyone)."""
-        return self.root / "index_config.json"
-
-    @property
-    def dagster_home(self) -> Path:
-        return self.root / ".dagster"

@@ -10,7 +10,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from kohaku_rag.lake import Lake
+from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.served_store import connection, decode, has_store, insert_answer, transaction
 from kohaku_rag.web_links import web_link
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import pyarrow as pa
 
-from kohaku_rag.table_record import (
+from kohaku_rag.document.table_record import (
     TABLE_TYPE,
     BBox,
     TableRecord,
