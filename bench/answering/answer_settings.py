@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.retrieval.methods import bundled_chat  # noqa: E402
 from bench.retrieval.retrieval_eval import print_running_scores  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
-from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
+from kohaku_rag.answering.searcher import answering_searcher  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer  # noqa: E402
 from kohaku_rag.evaluation.wattbot2025 import score_question  # noqa: E402

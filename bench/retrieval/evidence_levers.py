@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.retrieval.retrieval_eval import Metrics, evaluate, load_gold  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
 from kohaku_rag.answering.compute import Working  # noqa: E402
-from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.prediction import Prediction  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
 from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
+from kohaku_rag.answering.searcher import answering_searcher  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer  # noqa: E402
 from kohaku_rag.evaluation.wattbot2025 import score_predictions  # noqa: E402
@@ -73,10 +73,10 @@ def measure(retriever: Retriever, gold: list, cfg: RetrievalConfig) -> Metrics: 
     wide = replace(cfg, budget_chars=10**9, mark_sentences=0, pack="paragraphs")
 
     def packer(question: str, items: list[ContextItem], budget: int) -> list[ContextItem]:
-        return retriever.pack(question, items, replace(cfg, budget_chars=budget, mark_sentences=0))
+        return retriever.context.pack(question, items, replace(cfg, budget_chars=budget, mark_sentences=0))
 
     retriever.search(["warm-up"], wide)
-    retriever.pack("warm-up", retriever.search(["warm-up"], wide), cfg)  # builds any in-memory index
+    retriever.context.pack("warm-up", retriever.search(["warm-up"], wide), cfg)  # builds any in-memory index
     return evaluate(gold, lambda q: retriever.search([q], wide), BUDGETS, packer)
 
 

@@ -31,10 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.retrieval.retrieval_eval import GoldQuestion, Metrics, evaluate, load_gold, print_running_scores  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, deepen, plan_for  # noqa: E402
-from kohaku_rag.answering.diverse_rerank import answering_searcher, ranked_ids, reranker_for  # noqa: E402
+from kohaku_rag.answering.diverse_rerank import ranked_ids, reranker_for  # noqa: E402
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart  # noqa: E402
 from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
 from kohaku_rag.answering.question_types import detect_type, search_config, type_counts  # noqa: E402
+from kohaku_rag.answering.searcher import answering_searcher  # noqa: E402
 from kohaku_rag.answering.stages import stage_for  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer, Question  # noqa: E402

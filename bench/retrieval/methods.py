@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.retrieval.retrieval_eval import Metrics, evaluate, load_gold, print_running_scores  # noqa: E402
 from kohaku_rag.answering.answer import answer_runs, plan_for  # noqa: E402
-from kohaku_rag.answering.diverse_rerank import answering_searcher  # noqa: E402
 from kohaku_rag.answering.qa_config import QAConfig  # noqa: E402
 from kohaku_rag.answering.qa_config_file import load_qa_config  # noqa: E402
 from kohaku_rag.answering.qa_tables import corpus_ids  # noqa: E402
+from kohaku_rag.answering.searcher import answering_searcher  # noqa: E402
 from kohaku_rag.answers.question_files import load_questions  # noqa: E402
 from kohaku_rag.answers.records import Answer  # noqa: E402
 from kohaku_rag.indexing.index_config import recorded_index_config  # noqa: E402

@@ -84,7 +84,7 @@ def question_only(question: str) -> list[str]:
 def measure(retriever: Retriever, gold: Sequence[GoldQuestion], cfg: RetrievalConfig, queries: Queries) -> Run:
     """Search wide (no budget, whole paragraphs), then pack to each budget as `cfg` packs."""
     wide = replace(cfg, budget_chars=10**9, mark_sentences=0, pack="paragraphs")
-    retriever.pack("warm-up", retriever.search(["warm-up"], wide), cfg)  # builds any in-memory index
+    retriever.context.pack("warm-up", retriever.search(["warm-up"], wide), cfg)  # builds any in-memory index
     scores: dict[str, PerQuestion] = {}
     started = time.perf_counter()
     for q in gold:
@@ -95,7 +95,9 @@ def measure(retriever: Retriever, gold: Sequence[GoldQuestion], cfg: RetrievalCo
         if q.evidence:
             evidence = {
                 b: float(
-                    evidence_found(q, retriever.pack(q.question, items, replace(cfg, budget_chars=b, mark_sentences=0)))
+                    evidence_found(
+                        q, retriever.context.pack(q.question, items, replace(cfg, budget_chars=b, mark_sentences=0))
+                    )
                 )
                 for b in BUDGETS
             }

@@ -22,7 +22,6 @@ from typing import Any
 
 from kohaku_rag.answering.citing import cite_source
 from kohaku_rag.answering.compute import compute, with_working
-from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
 from kohaku_rag.answering.entity_split import entity_queries
 from kohaku_rag.answering.planner import plan_queries
 from kohaku_rag.answering.prediction import Prediction
@@ -39,6 +38,7 @@ from kohaku_rag.answering.prompt import (
 from kohaku_rag.answering.qa_config import GenerationPart, QAConfig
 from kohaku_rag.answering.question_types import search_config
 from kohaku_rag.answering.reply import parse_reply, reply_json, with_confidence
+from kohaku_rag.answering.searcher import Searcher, answering_searcher
 from kohaku_rag.answering.stages import SINGLE, Stage, stage_for
 from kohaku_rag.answering.support_check import apply_support, support_logodds, support_request
 from kohaku_rag.answering.table_cells import read_cells, reply_fields

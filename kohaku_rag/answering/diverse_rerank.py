@@ -28,7 +28,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from kohaku_rag.answering.qa_config import RetrievalPart
 from kohaku_rag.llm import ChatModel, ChatRequest, Message
@@ -41,10 +41,7 @@ from kohaku_rag.retrieval.retriever import Retriever
 
 __all__ = [
     "DiverseSearcher",
-    "Serialized",
-    "answering_searcher",
     "KnowledgeSets",
-    "Searcher",
     "diverse_order",
     "interleave",
     "knowledge_sets",
@@ -54,12 +51,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 SYSTEM = "You analyse which knowledge a question needs and which a document gives. Reply with JSON only."
 MAX_ELEMENTS = 4  # elements per list in a reply: short replies bound the cost on a CPU model
-
-
-class Searcher(Protocol):
-    """What the answering pipeline searches with: a `Retriever`, or one wrapped by a rerank."""
-
-    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]: ...
 
 
 @dataclass(frozen=True)
@@ -224,35 +215,6 @@ def reranker_for(part: RetrievalPart, retriever: Retriever) -> Reranker:
     return Bm25Reranker(retriever.bm25)
 
 
-def answering_searcher(
-    retriever: Searcher, part: RetrievalPart, chat: ChatModel | None, shared: bool = False
-) -> Searcher:
-    """The searcher a config retrieves with: the retriever, diversely reranked when
-    `diverse_rerank` is on (which needs the lake's `Retriever` and a chat model). `shared`:
-    several question threads search with it, one at a time through the index (its vector
-    store connection and embedder are shared), while their LLM calls overlap."""
-    lock = threading.Lock() if shared else None
-    if not part.diverse_rerank:
-        return Serialized(retriever, lock) if lock else retriever
-    if chat is None:
-        raise ValueError("diverse_rerank is on but no chat model was given")
-    if not isinstance(retriever, Retriever):
-        raise TypeError(f"diverse_rerank needs the lake's Retriever, got {type(retriever).__name__}")
-    return DiverseSearcher(retriever, reranker_for(part, retriever), chat, part, lock)
-
-
-class Serialized:
-    """A searcher used from several question threads: one search at a time."""
-
-    def __init__(self, inner: Searcher, lock: threading.Lock) -> None:
-        self.inner = inner
-        self._lock = lock
-
-    def search(self, queries: Sequence[str], cfg: RetrievalConfig) -> list[ContextItem]:
-        with self._lock:
-            return self.inner.search(queries, cfg)
-
-
 class DiverseSearcher:
     """A searcher whose context is diversely reranked: the inner retriever finds the
     candidates, `diverse_order` orders them, the context is cut and packed as usual.
@@ -293,5 +255,5 @@ class DiverseSearcher:
         packed = pack(ordered[: cfg.top_k_final], cfg.budget_chars)
         if cfg.mark_sentences > 0 and self.inner.bm25 is not None:
             with self._lock:
-                packed = self.inner.mark_evidence(queries[0], packed, cfg.mark_sentences)
+                packed = self.inner.context.mark_evidence(queries[0], packed, cfg.mark_sentences)
         return packed

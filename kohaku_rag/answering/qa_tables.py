@@ -35,11 +35,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kohaku_rag.answering.answer import answer_runs, plan_for
-from kohaku_rag.answering.diverse_rerank import Searcher, answering_searcher
 from kohaku_rag.answering.prediction import Prediction, prediction_from_row
 from kohaku_rag.answering.prompt import ImageLoader
 from kohaku_rag.answering.qa_config import DEFAULT_METRIC, QAConfig, check_metric
 from kohaku_rag.answering.question_types import search_config
+from kohaku_rag.answering.searcher import Searcher, answering_searcher
 from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.answers.vote import vote
 from kohaku_rag.config_files import stable_hash

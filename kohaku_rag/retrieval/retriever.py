@@ -5,21 +5,20 @@ after the kind filter, or jointly as KohakuRAG does) and BM25 paragraph hits are
 paragraph units and fused by reciprocal rank (or, KohakuRAG's way, the dense hits keep their
 similarity and BM25 hits are appended after them). Across queries, units are reranked by
 frequency, score or both (KohakuRAG's cross-query rerank), expanded to their parent,
-deduplicated, cut to `top_k_final`, and packed into the character budget.
-
-Context items and packing are in `context.py`, fusion and reranking in `ranking.py`.
+deduplicated and cut to `top_k_final`: this module finds the units. Shaping them into the
+context (sentence windows, a table's rows, packing into the character budget, evidence
+marks) is `context_builder.py`; the context items are `context.py`, fusion and reranking
+`ranking.py`.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 
-from kohaku_rag.document.table_record import row_record, table_text, with_rows
-from kohaku_rag.document.tree import Node, NodeKind
+from kohaku_rag.document.tree import Node
 from kohaku_rag.embed import make_embedder
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.doc_metadata import matching_documents
@@ -34,6 +33,7 @@ from kohaku_rag.retrieval.context import (
     pack,
     section_heading,
 )
+from kohaku_rag.retrieval.context_builder import ContextBuilder
 from kohaku_rag.retrieval.lexical import FieldIndex, PassageIndex, rm3_weights
 from kohaku_rag.retrieval.published import open_published
 from kohaku_rag.retrieval.ranking import (
@@ -48,7 +48,6 @@ from kohaku_rag.retrieval.ranking import (
 )
 from kohaku_rag.retrieval.rerankers import Reranker, RerankerSpec, make_reranker
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.retrieval.windows import CAPTION, window_text
 from kohaku_rag.stores.bm25 import BM25Index, tokenize
 from kohaku_rag.stores.vectors import VectorStore
 
@@ -74,6 +73,7 @@ class Retriever:
         self._types: dict[str, tuple[str, str]] = {}  # unit -> (doc id, content type)
         self._fields: FieldIndex | None = None
         self._passages: dict[tuple[int, int], PassageIndex] = {}
+        self.context = ContextBuilder(store, bm25)  # shapes what a search found into the context
 
     def doc_title(self, doc_id: str, node: Node | None) -> str:
         """The corpus metadata's title, else the document node's (the parsed heading);
@@ -279,7 +279,7 @@ class Retriever:
         ]
         if cfg.figure_search == "separate":
             items = self.with_image_search(items, vectors, weights, cfg)
-        return self.pack(queries[0], items, cfg)
+        return self.context.pack(queries[0], items, cfg)
 
     def context_items(self, node_ids: Sequence[str], scores: Mapping[str, float]) -> list[ContextItem]:
         """The stored nodes `node_ids` (in that order; unknown ids left out) as context items,
@@ -305,87 +305,6 @@ class Retriever:
             for n in node_ids
             if n in rows
         ]
-
-    def pack(self, question: str, items: Sequence[ContextItem], cfg: RetrievalConfig) -> list[ContextItem]:
-        """The ranked units packed into `cfg.budget_chars` as `cfg.pack` says, their best
-        sentences marked (`mark_sentences`)."""
-        if cfg.pack == "windows" and self.bm25 is not None:
-            items = self.windows(question, items, cfg)
-        if self.bm25 is not None and cfg.table_chars is not None:
-            limit = cfg.table_chars
-            items = [self.table_rows(question, i, limit) if i.attachment == "table" else i for i in items]
-        packed = pack(items, cfg.budget_chars)
-        if cfg.mark_sentences > 0 and self.bm25 is not None:
-            packed = self.mark_evidence(question, packed, cfg.mark_sentences)
-        return packed
-
-    def windows(self, question: str, items: Sequence[ContextItem], cfg: RetrievalConfig) -> list[ContextItem]:
-        """Each unit cut to its best sentences' windows (windows.py); short units, tables and
-        figures stay whole. Sentences are scored as `mark_evidence` scores them."""
-        weights = self.question_weights(question)
-        out = []
-        for item in items:
-            sentences = [
-                c.text for c in self.store.children(item.node_id) if c.kind == NodeKind.SENTENCE and c.text.strip()
-            ]
-            if len(item.text) < cfg.window_min_chars or item.attachment in MEDIA_ATTACHMENTS or len(sentences) < 2:
-                out.append(item)
-                continue
-            scores = [self.sentence_score(s, weights) for s in sentences]
-            text = window_text(sentences, scores, cfg.window_sentences, cfg.window_neighbours)
-            out.append(replace(item, text=text) if len(text) < len(item.text) else item)
-        return out
-
-    def table_rows(self, question: str, item: ContextItem, limit: int) -> ContextItem:
-        """A long table cut to its caption (and row-label line) and the rows sharing the most
-        question terms, kept in table order, within `limit` characters."""
-        if len(item.text) <= limit:
-            return item
-        if item.table is not None:
-            return self.record_rows(question, item, limit)
-        lines = item.text.split("\n")
-        head = [ln for ln in lines[:2] if CAPTION.search(ln + " ") or ln.startswith("(rows:")]
-        rows = lines[len(head) :]
-        weights = self.question_weights(question)
-        ranked = sorted(range(len(rows)), key=lambda k: (-self.sentence_score(rows[k], weights), k))
-        used = sum(len(ln) + 1 for ln in head)
-        keep: list[int] = []
-        for k in ranked:
-            if used + len(rows[k]) + 1 > limit:
-                continue
-            keep.append(k)
-            used += len(rows[k]) + 1
-        return replace(item, text="\n".join([*head, *(rows[k] for k in sorted(keep))]))
-
-    def record_rows(self, question: str, item: ContextItem, limit: int) -> ContextItem:
-        """`table_rows` of a table kept as a record: the rows whose records share the most
-        question terms, in table order, while the table's text fits in `limit`."""
-        assert item.table is not None
-        table = item.table
-        weights = self.question_weights(question)
-        texts = [row_record(table, row) for row in table.rows]
-        ranked = sorted(range(len(texts)), key=lambda k: (-self.sentence_score(texts[k], weights), k))
-        used = len(table_text(with_rows(table, [])))  # the caption and row-label lines
-        keep: list[int] = []
-        for k in ranked:
-            if used + len(texts[k]) + 1 <= limit:
-                keep.append(k)
-                used += len(texts[k]) + 1
-        kept = with_rows(table, keep)
-        return replace(item, text=table_text(kept), table=kept)
-
-    def question_weights(self, question: str) -> dict[str, float]:
-        """The question's terms with their IDF, as shares of its total IDF."""
-        assert self.bm25 is not None
-        weights = {t: self.bm25.idf(t) for t in set(tokenize(question))}
-        total = sum(weights.values()) or 1.0
-        return {t: w / total for t, w in weights.items()}
-
-    @staticmethod
-    def sentence_score(sentence: str, weights: Mapping[str, float]) -> float:
-        """The share of the question's IDF weight whose terms the sentence holds."""
-        terms = set(tokenize(sentence))
-        return sum(w for t, w in weights.items() if t in terms)
 
     def text_units(self, node_ids: Sequence[str]) -> list[str]:
         """The text units among `node_ids` (table and figure nodes left out), in order."""
@@ -422,27 +341,6 @@ class Retriever:
         room = cfg.budget_chars - sum(len(f.text) for f in figures)
         text = pack([i for i in items if i.attachment not in IMAGE_ATTACHMENTS], room)
         return [*text, *figures]
-
-    def mark_evidence(self, question: str, items: list[ContextItem], n: int) -> list[ContextItem]:
-        """Mark the `n` sentences (over all items) whose terms cover most of the question's
-        IDF weight; a sentence counts only where it appears verbatim in its item's text."""
-        assert self.bm25 is not None
-        weights = {t: self.bm25.idf(t) for t in set(tokenize(question))}
-        total = sum(weights.values()) or 1.0
-        scored: list[tuple[float, int, str]] = []
-        for index, item in enumerate(items):
-            for sentence in self.store.children(item.node_id):
-                if sentence.kind != NodeKind.SENTENCE or sentence.text not in item.text:
-                    continue
-                terms = set(tokenize(sentence.text))
-                score = sum(w for t, w in weights.items() if t in terms) / total
-                if score > 0:
-                    scored.append((score, index, sentence.text))
-        scored.sort(key=lambda s: -s[0])
-        marks: dict[int, list[str]] = defaultdict(list)
-        for _score, index, text in scored[:n]:
-            marks[index].append(text)
-        return [replace(item, marks=tuple(marks[i])) if i in marks else item for i, item in enumerate(items)]
 
 
 # ── opening the lake's index ──────────────────────────────────────────────
