@@ -1,5 +1,5 @@
-"""Fixtures shared by every test folder. The helpers themselves live in tests/support/
-(on sys.path through pyproject's [tool.pytest.ini_options] pythonpath)."""
+"""Fixtures shared by every test folder. The helpers themselves live in `tests.support`
+(the repository root is on sys.path through pyproject's [tool.pytest.ini_options] pythonpath)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chat_server import ChatServer
-from corpus_docs import write_corpus
-from qa_server import QAServer
+
+from tests.support.chat_server import ChatServer
+from tests.support.corpus_docs import write_corpus
+from tests.support.qa_server import QAServer
 
 
 @pytest.fixture()

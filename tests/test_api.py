@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from corpus_docs import write_corpus
-from qa_server import QAServer
 
 import kohaku_rag as kr
 from kohaku_rag.answering.prediction import Prediction
@@ -14,6 +12,8 @@ from kohaku_rag.answering.qa_config_file import qa_config_from_mapping
 from kohaku_rag.indexing.index_config import IndexConfig
 from kohaku_rag.indexing.pipeline import IndexSummary
 from kohaku_rag.retrieval.context import ContextItem
+from tests.support.corpus_docs import write_corpus
+from tests.support.qa_server import QAServer
 
 
 @pytest.fixture(scope="module")

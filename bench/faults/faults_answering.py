@@ -29,17 +29,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import pyarrow.parquet as pq  # noqa: E402
-from corpus_docs import write_corpus  # noqa: E402
-from qa_server import QUESTIONS, QAServer  # noqa: E402
 
 from kohaku_assets.cli import main as cli_main  # noqa: E402
 from kohaku_assets.resources import KohakuSettings  # noqa: E402
 from kohaku_assets.runner import run_index  # noqa: E402
 from kohaku_rag.answering import qa_tables as st  # noqa: E402
 from kohaku_rag.answering.config_folder import config_of  # noqa: E402
+from tests.support.corpus_docs import write_corpus  # noqa: E402
+from tests.support.qa_server import QUESTIONS, QAServer  # noqa: E402
 
 _VARIANT = re.compile(r"\s*\[v\d+\]$", re.MULTILINE)
 

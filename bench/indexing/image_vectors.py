@@ -25,9 +25,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # runs from a checkout, uninstalled
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-from embedding_server import EmbeddingServer  # noqa: E402
 
 from bench.indexing.figures import PDFS, QUERIES, VisualQuery  # noqa: E402
 from kohaku_rag.embed import EmbedderSpec, make_embedder  # noqa: E402
@@ -41,6 +38,7 @@ from kohaku_rag.model_pool import ModelPool  # noqa: E402
 from kohaku_rag.parse.pdf_pages import render_pages  # noqa: E402
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig  # noqa: E402
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever  # noqa: E402
+from tests.support.embedding_server import EmbeddingServer  # noqa: E402
 
 KEY_ENV = "KOHAKU_BENCH_JINA_KEY"
 

@@ -39,13 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 import httpx  # noqa: E402
-from asgi_server import serving  # noqa: E402
-from qa_server import QUESTIONS, VariantServer  # noqa: E402
-from serve_process import kohaku_serve  # noqa: E402
-from serving_corpus import write_config, write_serving_corpus  # noqa: E402
 
 import kohaku_rag as kr  # noqa: E402
 from kohaku_rag.lake.layout import Lake  # noqa: E402
@@ -54,6 +49,10 @@ from kohaku_rag.serving.app import build_app  # noqa: E402
 from kohaku_rag.serving.feedback import read_feedback  # noqa: E402
 from kohaku_rag.serving.served_answers import all_rows  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
+from tests.support.asgi_server import serving  # noqa: E402
+from tests.support.qa_server import QUESTIONS, VariantServer  # noqa: E402
+from tests.support.serve_process import kohaku_serve  # noqa: E402
+from tests.support.serving_corpus import write_config, write_serving_corpus  # noqa: E402
 
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
 

@@ -25,18 +25,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-
-from asgi_server import serving  # noqa: E402
-from browser import chromium, chromium_missing  # noqa: E402
-from qa_server import QAServer  # noqa: E402
-from serving_corpus import WATER_QUESTION, write_config, write_serving_corpus  # noqa: E402
 
 import kohaku_rag as kr  # noqa: E402
 from kohaku_assets.cli import DEMO_QUESTION  # noqa: E402
 from kohaku_rag.samples import write_sample_corpus  # noqa: E402
 from kohaku_rag.serving.app import build_app  # noqa: E402
 from kohaku_rag.serving.settings import ServeSettings  # noqa: E402
+from tests.support.asgi_server import serving  # noqa: E402
+from tests.support.browser import chromium, chromium_missing  # noqa: E402
+from tests.support.qa_server import QAServer  # noqa: E402
+from tests.support.serving_corpus import WATER_QUESTION, write_config, write_serving_corpus  # noqa: E402
 
 
 @contextlib.contextmanager

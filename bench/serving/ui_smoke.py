@@ -49,9 +49,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "support"))
+sys.path.insert(0, str(REPO))
 
-from chat_server import ChatServer  # noqa: E402
+from tests.support.chat_server import ChatServer  # noqa: E402
 
 NEW_DOC = """# Immersion cooling at the Zephyrine site
 

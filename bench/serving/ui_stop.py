@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT))
 
-from ports import free_port, port_free  # noqa: E402
+from tests.support.ports import free_port, port_free  # noqa: E402
 
 START = "import sys; from kohaku_assets.cli import main; sys.exit(main())"
 

@@ -2,8 +2,9 @@
 and per test a copy of it with a question file and the fake QA model server."""
 
 import pytest
-from corpus_docs import indexed_corpus
-from qa_server import QAServer, qa_lake
+
+from tests.support.corpus_docs import indexed_corpus
+from tests.support.qa_server import QAServer, qa_lake
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """What an answer cites (`[generation] cite`): the document stating it, or all the reply lists."""
 
 import pytest
-from qa_server import response_schema
 from test_qa import write_config
 
 from kohaku_rag.answering.answer import answer_question
@@ -12,6 +11,7 @@ from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.retriever import open_retriever
+from tests.support.qa_server import response_schema
 
 
 def item(doc: str, text: str) -> ContextItem:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from chat_server import ChatServer, Fault
 
 from kohaku_rag.answering.answer import answer_runs
 from kohaku_rag.answering.compute import ComputeError, Working, safe_eval, significant
@@ -20,6 +19,7 @@ from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPa
 from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
+from tests.support.chat_server import ChatServer, Fault
 
 
 def test_safe_eval_computes_arithmetic_and_refuses_anything_else() -> None:

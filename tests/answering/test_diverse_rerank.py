@@ -12,9 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from chat_server import ChatServer
-from qa_server import QAServer, response_schema
-from rerank_server import RerankServer
 
 import kohaku_rag as kr
 from kohaku_assets.runner import run_config
@@ -33,6 +30,9 @@ from kohaku_rag.retrieval.context import ContextItem
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import open_retriever
+from tests.support.chat_server import ChatServer
+from tests.support.qa_server import QAServer, response_schema
+from tests.support.rerank_server import RerankServer
 
 FIRST, SECOND = ["power draw watts"], ["cooling water liters"]
 

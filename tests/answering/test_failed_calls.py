@@ -7,7 +7,6 @@ import re
 
 import pyarrow.parquet as pq
 import pytest
-from qa_server import true_false_case
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.runner import RunFailed, run_config
@@ -15,6 +14,7 @@ from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.api import Rag
 from kohaku_rag.errors import BackendError
+from tests.support.qa_server import true_false_case
 
 
 def write_config(settings, name, server, questions, planner=False, runs=1, base_url=None):
@@ -149,9 +149,8 @@ def test_planner_outage_fails_the_questions_instead_of_freezing_question_only_pl
 def test_a_refused_planner_call_fails_the_retrieval_and_the_rerun_plans_again(env):
     """A 401 (any error that is not retried) from the planner is a failed call, not a plan
     of the question alone: the retrieval is stored as failed and planned again next run."""
-    from chat_server import Fault
-
     from kohaku_rag.answering.planner import plan_request
+    from tests.support.chat_server import Fault
 
     settings, server, questions = env
     cfg = write_config(settings, "p", server, questions, planner=True)
@@ -169,10 +168,9 @@ def test_a_refused_planner_call_fails_the_retrieval_and_the_rerun_plans_again(en
 
 
 def test_the_planner_falls_back_only_on_an_unusable_reply(env):
-    from chat_server import Fault
-
     from kohaku_rag.answering.planner import plan_queries, plan_request
     from kohaku_rag.llm.openai_compat import OpenAIChat
+    from tests.support.chat_server import Fault
 
     _, server, _ = env
     chat = OpenAIChat(server.base_url, "scripted", api_key_env=None, max_retries=0)
@@ -212,13 +210,12 @@ def test_credentials_in_the_endpoint_stay_out_of_the_output_and_the_lake(env, ca
 
 
 def test_a_failed_true_false_verdict_call_is_a_failure_not_the_replys_own_verdict():
-    from chat_server import ChatServer, Fault, server_error
-
     from kohaku_rag.answering.answer import answer_runs
     from kohaku_rag.answering.prompt import answer_request
     from kohaku_rag.answering.qa_config import GenerationPart, QAConfig, RetrievalPart
     from kohaku_rag.answering.verdict import verdict_request
     from kohaku_rag.llm.openai_compat import OpenAIChat
+    from tests.support.chat_server import ChatServer, Fault, server_error
 
     class Fixed:
         def search(self, queries, cfg):
@@ -237,12 +234,11 @@ def test_a_failed_true_false_verdict_call_is_a_failure_not_the_replys_own_verdic
 
 
 def test_a_hosted_reranker_outage_in_a_deeper_retry_is_a_failure_not_an_answer(env):
-    from rerank_server import RerankServer
-
     from kohaku_rag.answering.answer import answer_question
     from kohaku_rag.answers.records import Question
     from kohaku_rag.llm.openai_compat import OpenAIChat
     from kohaku_rag.retrieval.retriever import open_retriever
+    from tests.support.rerank_server import RerankServer
 
     settings, server, questions = env
     question = "How many tCO2e did training emit?"

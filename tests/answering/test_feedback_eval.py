@@ -7,11 +7,11 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from qa_server import QUESTIONS
 from test_failed_calls import write_config
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_rag.serving.feedback import append_feedback, feedback_set_path
+from tests.support.qa_server import QUESTIONS
 
 
 def verdict(question: str, verdict: str, served: str, unit: str, doc: str, **correction: str) -> dict:

@@ -12,10 +12,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from chat_server import ChatServer, Fault
 from dagster import RunsFilter
-from qa_server import response_schema as _schema
-from qa_server import true_false_case
 
 import kohaku_rag
 from kohaku_assets.cli import main as cli_main
@@ -32,6 +29,9 @@ from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.retriever import open_retriever
+from tests.support.chat_server import ChatServer, Fault
+from tests.support.qa_server import response_schema as _schema
+from tests.support.qa_server import true_false_case
 
 # The cursor of a folder sensor turned on while the folder was empty (kohaku_assets.sensors.FolderCursor).
 ON_EARLIER = json.dumps({"versions": {}, "started": None})

@@ -9,8 +9,6 @@ import json
 from collections.abc import Sequence
 
 import pytest
-from chat_server import ChatServer
-from qa_server import response_schema
 
 from kohaku_rag.answering.answer import answer_runs
 from kohaku_rag.answering.prompt import build_messages
@@ -22,6 +20,8 @@ from kohaku_rag.answers.records import Question
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem, pack
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
+from tests.support.chat_server import ChatServer
+from tests.support.qa_server import response_schema
 
 # Made-up questions, one per type (none is a WattBot question).
 EXAMPLES = {

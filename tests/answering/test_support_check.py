@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-from chat_server import ChatServer, Fault
 
 from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.answer import answer_runs
@@ -18,6 +17,7 @@ from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.evaluation import wattbot2026
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
+from tests.support.chat_server import ChatServer, Fault
 
 ITEM = ContextItem("gpu", "gpu:sec0:p0", "paragraph", 1, 1.0, "The A100 drew 400 W in training runs.")
 QUESTION = Question("q1", "How much water did training the model consume?", "liters")

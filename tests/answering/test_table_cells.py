@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from chat_server import ChatServer, Fault
 
 from kohaku_rag.answering.answer import answer_runs
 from kohaku_rag.answering.compute import Working
@@ -24,6 +23,7 @@ from kohaku_rag.answers.records import Question
 from kohaku_rag.document.table_record import GROUP_SEP, TableRecord, TableRow, cell_number, column_unit, table_text
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.retrieval.context import ContextItem
+from tests.support.chat_server import ChatServer, Fault
 
 ENERGY = TableRecord(
     label="Table 5",

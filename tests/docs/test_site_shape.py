@@ -98,7 +98,7 @@ def test_no_page_clips_a_table_or_scrolls_code_sideways(site: Path) -> None:
     import http.server
     import threading
 
-    from browser import chromium, chromium_missing
+    from tests.support.browser import chromium, chromium_missing
 
     if chromium_missing() is not None:
         pytest.skip(chromium_missing() or "")

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from at_once import open_at_once
-from embedding_server import DEFAULT_DIM, EmbeddingServer, expected_vector
 
 from kohaku_rag.embed import Embedder, EmbedderSpec, make_embedder
 from kohaku_rag.embed.base import Role
@@ -24,6 +22,8 @@ from kohaku_rag.embed.jina import JinaEmbedder
 from kohaku_rag.embed.minilm import MiniLMEmbedder, load_session
 from kohaku_rag.embed.openai_compat import OpenAIEmbedder
 from kohaku_rag.errors import BackendError
+from tests.support.at_once import open_at_once
+from tests.support.embedding_server import DEFAULT_DIM, EmbeddingServer, expected_vector
 
 KEY_ENV = "KOHAKU_TEST_EMBED_KEY"
 KEY = "sk-test-7f3a9c-do-not-leak"

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pymupdf
 import pytest
-from embedding_server import EmbeddingServer, decode_data_url, expected_image_vector, expected_vector
 
 from kohaku_rag.embed import EmbedderSpec, image_embedder, make_embedder
 from kohaku_rag.embed.cache import CachedEmbedder
 from kohaku_rag.embed.jina import JinaEmbedder
 from kohaku_rag.errors import BackendError
+from tests.support.embedding_server import EmbeddingServer, decode_data_url, expected_image_vector, expected_vector
 
 KEY_ENV = "KOHAKU_TEST_JINA_KEY"
 V4 = "jina-embeddings-v4"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-from shared_data import WATTBOT
 
 from kohaku_rag.answering.prompt import build_messages
 from kohaku_rag.answers.answer_forms import asks_for_several, asks_to_compute, range_from_pair
@@ -16,6 +15,7 @@ from kohaku_rag.answers.records import Answer, Question
 from kohaku_rag.answers.vote import vote
 from kohaku_rag.evaluation.metrics import score_with
 from kohaku_rag.evaluation.submissions import to_submission_rows
+from tests.support.shared_data import WATTBOT
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from shared_data import WATTBOT
 
 from kohaku_rag.answers.normalise import (
     canon_text,
@@ -22,6 +21,7 @@ from kohaku_rag.answers.normalise import (
 )
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.answers.records import BLANK_TEXT, Answer
+from tests.support.shared_data import WATTBOT
 
 KNOWN_IDS = [line.split(",")[0] for line in (WATTBOT / "metadata.csv").read_text().splitlines()[1:]]
 

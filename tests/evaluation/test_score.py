@@ -10,12 +10,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from shared_data import WATTBOT
 
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.answers.records import BLANK_TEXT, Answer, Question
 from kohaku_rag.evaluation.submissions import format_ref_list, load_ref_urls, to_submission_rows, write_submission_csv
 from kohaku_rag.evaluation.wattbot2025 import ERROR_TYPES, score_predictions, score_question
+from tests.support.shared_data import WATTBOT
 
 KNOWN_IDS = list(load_ref_urls(WATTBOT / "metadata.csv"))
 

@@ -4,8 +4,9 @@ and per test a copy of it with a question file, a base config and a seeded fake 
 import json
 
 import pytest
-from corpus_docs import indexed_corpus
-from qa_server import QAServer, qa_lake
+
+from tests.support.corpus_docs import indexed_corpus
+from tests.support.qa_server import QAServer, qa_lake
 
 
 class SeededQAServer(QAServer):

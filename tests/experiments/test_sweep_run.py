@@ -10,12 +10,12 @@ import re
 import duckdb
 from dagster import AssetKey, RunsFilter
 from dagster._core.event_api import AssetRecordsFilter
-from qa_server import response_schema
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_assets.instance import instance_for
 from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.experiments.sweep import sweeps_dir
+from tests.support.qa_server import response_schema
 
 SWEEP = """base = "base"
 seeds = 2

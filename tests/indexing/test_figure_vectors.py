@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from embedding_server import EmbeddingServer, expected_vector
-from figure_docs import CAPTIONS, chart_png, write_figure_pdf
 
 from kohaku_rag.document.tree import Attachment
 from kohaku_rag.embed import EmbedderSpec
@@ -28,6 +26,8 @@ from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import open_retriever
+from tests.support.embedding_server import EmbeddingServer, expected_vector
+from tests.support.figure_docs import CAPTIONS, chart_png, write_figure_pdf
 
 DOC = "campaign"
 DIM = 128

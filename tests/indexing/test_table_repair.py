@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 
 import pytest
-from chat_server import ChatServer
 
 from kohaku_rag.indexing.table_repair import verify_repair
 from kohaku_rag.parse.text_tables import TextTable, split_tables
+from tests.support.chat_server import ChatServer
 
 LINES = """We measured the energy of each model on the same cluster over a full week of serving traffic.
 Table 3: Energy and emissions of the models we measured.

@@ -15,11 +15,10 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from cpu_variants import best_real_variant, variant_folder_with  # noqa: E402
-
 from kohaku_rag.llm import cpu_verdicts  # noqa: E402
 from kohaku_rag.llm.cpu_backends import VARIANTS_ENV, variant_libraries  # noqa: E402
 from kohaku_rag.llm.model_files import bundled_model  # noqa: E402
+from tests.support.cpu_variants import best_real_variant, variant_folder_with  # noqa: E402
 
 # One answer from the model process, as `kohaku ask` would get it, with the log line shown.
 ANSWER = """

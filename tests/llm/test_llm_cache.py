@@ -9,12 +9,11 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
-from at_once import open_at_once
-from chat_server import ChatServer, Fault
-
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, Message
 from kohaku_rag.llm.cache import CachedChat, request_key
 from kohaku_rag.llm.openai_compat import OpenAIChat
+from tests.support.at_once import open_at_once
+from tests.support.chat_server import ChatServer, Fault
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
 

@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from chat_server import ChatServer, Fault, hang
 
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config
@@ -22,6 +21,7 @@ from kohaku_rag.llm import LLMSpec, make_chat_model
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.llm.cache import CachedChat
 from kohaku_rag.llm.openai_compat import OpenAIChat
+from tests.support.chat_server import ChatServer, Fault, hang
 
 PASTED_KEY = "sk-proj-4f9a8b7c6d5e4f3a2b1c0d9e8f7a"
 URL_USER_KEY = "sk-userinfo-77aa88bb99cc"

@@ -10,11 +10,11 @@ import socket
 import time
 
 import pytest
-from chat_server import ChatServer, Fault, hang, malformed_json, rate_limited, server_error
 
 from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.openai_compat import OpenAIChat, normalise_base_url, parse_retry_after
+from tests.support.chat_server import ChatServer, Fault, hang, malformed_json, rate_limited, server_error
 
 KEY_ENV = "KOHAKU_TEST_LLM_KEY"
 SECRET = "sk-test-5f3a9c1e77d04b2b"

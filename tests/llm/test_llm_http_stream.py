@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
-from chat_server import ChatServer
 from test_llm_http import KEY_ENV, SECRET, ask
 
 from kohaku_rag.llm.base import ChatRequest, Message
 from kohaku_rag.llm.openai_compat import OpenAIChat
 from kohaku_rag.llm.reply_stream import streaming_reply
+from tests.support.chat_server import ChatServer
 
 
 def chat(srv: ChatServer) -> OpenAIChat:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chat_server import ChatServer
-
 from kohaku_rag.answering.qa_config_file import dump_toml, load_qa_config
 from kohaku_rag.llm import ChatRequest, Message, make_chat_model
+from tests.support.chat_server import ChatServer
 
 
 def test_a_toml_config_sends_the_urls_own_credentials(tmp_path: Path, chat_server: ChatServer) -> None:

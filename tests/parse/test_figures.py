@@ -12,8 +12,6 @@ import numpy as np
 import pymupdf
 import pytest
 from PIL import Image
-from shared_data import PDFS
-from vision_server import Reply, VisionServer, describe
 
 from kohaku_rag.document.tree import media_hash
 from kohaku_rag.errors import BackendError, DocumentError
@@ -28,6 +26,8 @@ from kohaku_rag.indexing.captions import (
 )
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.parse.pdf_figures import FigureCandidate, find_figures, store_figure
+from tests.support.shared_data import PDFS
+from tests.support.vision_server import Reply, VisionServer, describe
 
 RESNET = PDFS / "he2015_resnet_1512.03385.pdf"
 VASWANI = PDFS / "vaswani2017_attention_1706.03762.pdf"

@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from shared_data import PDFS
 
 from kohaku_rag.document.tree import Attachment, NodeKind, ParsedDocument, ParsedParagraph, build_tree
 from kohaku_rag.errors import DocumentError
@@ -15,6 +14,7 @@ from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.pdf_layout import merge_lines_text
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples import SAMPLES, make_bad_pdfs, sample_headings, sample_title, write_sample_corpus
+from tests.support.shared_data import PDFS
 
 RESNET = PDFS / "he2015_resnet_1512.03385.pdf"
 ATTENTION = PDFS / "vaswani2017_attention_1706.03762.pdf"

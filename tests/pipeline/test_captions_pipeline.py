@@ -69,7 +69,7 @@ def test_captioner_change_reuses_the_tree_and_cache_hits(sample_pdf, tmp_path, m
 def test_vision_captioner_in_the_pipeline_retries_failed_figures(sample_pdf, tmp_path, monkeypatch):
     """captioner = "vision" through the index: a figure the endpoint refused keeps its PDF
     caption, the document stays out of date, and the next run captions it."""
-    from vision_server import Reply, VisionServer
+    from tests.support.vision_server import Reply, VisionServer
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
     corpus = tmp_path / "corpus"

@@ -8,12 +8,10 @@ import json
 
 import pyarrow.parquet as pq
 import pytest
-from corpus_docs import DOCS, indexed_corpus
 from dagster import AssetKey, build_sensor_context, evaluate_automation_conditions
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._time import get_current_datetime
-from qa_server import QAServer, qa_lake
 
 from kohaku_assets.definitions import defs
 from kohaku_assets.instance import instance_for
@@ -21,6 +19,8 @@ from kohaku_assets.resources import KohakuSettings, lake_path
 from kohaku_assets.runner import resources_for, run_config, run_index
 from kohaku_assets.sensors import configs_sensor, ensemble_specs_sensor
 from kohaku_rag.answering import qa_tables as st
+from tests.support.corpus_docs import DOCS, indexed_corpus
+from tests.support.qa_server import QAServer, qa_lake
 
 ANSWERING = ["retrievals", "predictions", "ensembles", "scores", "submission"]
 

@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-from corpus_docs import DOCS
 from dagster import DagsterRun, DagsterRunStatus, build_sensor_context
 from dagster._core.utils import make_new_run_id
 
@@ -29,6 +28,7 @@ from kohaku_rag.lake.layout import Lake
 from kohaku_rag.model_pool import ModelPool
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index
+from tests.support.corpus_docs import DOCS
 
 BROKEN = b"%PDF-1.7\n this is not really a pdf"
 DROUGHT = DOCS["water"] + "\nA new paragraph about drought risk in Arizona.\n"

@@ -5,7 +5,6 @@ import shutil
 
 import pyarrow.parquet as pq
 import pytest
-from corpus_docs import DOCS
 
 import kohaku_rag as kr
 from kohaku_assets.cli import main as cli_main
@@ -15,6 +14,7 @@ from kohaku_assets.runner import embedder_for, resources_for, run_index
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.retrieval.retriever import open_vector_store
 from kohaku_rag.stores.bm25 import BM25Index
+from tests.support.corpus_docs import DOCS
 
 
 @pytest.fixture()

@@ -11,8 +11,6 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from embedding_server import EmbeddingServer
-from rerank_server import RerankServer
 
 from kohaku_assets.cli import main as cli_main
 from kohaku_rag.answering.qa_config import QAConfig
@@ -20,6 +18,8 @@ from kohaku_rag.answering.qa_config_file import load_qa_config, qa_config_from_m
 from kohaku_rag.embed import EmbedderSpec
 from kohaku_rag.indexing.index_config import IndexConfig, record_index_config, resolve_index_config
 from kohaku_rag.lake.layout import Lake
+from tests.support.embedding_server import EmbeddingServer
+from tests.support.rerank_server import RerankServer
 
 SECRETS = {
     "embedder": ("emb-user", "sk-embed-5e6f7a8b9c0d1e2f3a4b"),

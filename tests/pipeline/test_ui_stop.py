@@ -12,7 +12,8 @@ import sys
 import time
 
 import pytest
-from ports import free_port, port_free, wait_listening
+
+from tests.support.ports import free_port, port_free, wait_listening
 
 # The stand-in for `dagster dev`: it ignores SIGTERM (dagster dev takes 20+ s to wind down)
 # and leaves the port to its own child, an HTTP server.

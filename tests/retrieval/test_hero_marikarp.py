@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from rerank_server import RerankServer, overlap
 
 from kohaku_rag.document.tree import Attachment, Node, NodeKind
 from kohaku_rag.indexing.index_config import IndexConfig
@@ -21,6 +20,7 @@ from kohaku_rag.retrieval.ranking import content_type, interleave, rerank_top
 from kohaku_rag.retrieval.rerankers import RerankerSpec
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.retrieval.retriever import Retriever, open_retriever
+from tests.support.rerank_server import RerankServer, overlap
 
 
 def test_interleave_alternates_keeping_each_order_and_dropping_repeats() -> None:

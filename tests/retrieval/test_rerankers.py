@@ -4,8 +4,6 @@ and the LLM's yes/no token probabilities (through a real OpenAI-compatible HTTP 
 from __future__ import annotations
 
 import pytest
-from chat_server import ChatServer, Fault
-from rerank_server import RerankServer
 
 from kohaku_rag.errors import BackendError, RetriesExhausted
 from kohaku_rag.llm.base import Message
@@ -18,6 +16,8 @@ from kohaku_rag.retrieval.rerankers import (
     relevance_request,
     yes_no_logodds,
 )
+from tests.support.chat_server import ChatServer, Fault
+from tests.support.rerank_server import RerankServer
 
 QUERY = "power usage effectiveness of the data center"
 PASSAGES = [

@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from qa_server import QAServer
-from serving_corpus import write_config, write_serving_corpus
 
 import kohaku_rag as kr
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
+from tests.support.qa_server import QAServer
+from tests.support.serving_corpus import write_config, write_serving_corpus
 
 
 @pytest.fixture(scope="package")

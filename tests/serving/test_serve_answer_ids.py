@@ -12,13 +12,13 @@ import time
 from pathlib import Path
 
 import httpx
-from asgi_server import serving
-from qa_server import QUESTIONS, QAServer
-from serving_corpus import WATER_QUESTION, write_config
 
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.served_answers import all_rows
+from tests.support.asgi_server import serving
+from tests.support.qa_server import QUESTIONS, QAServer
+from tests.support.serving_corpus import WATER_QUESTION, write_config
 
 Q_CARBON, Q_GPU, Q_WATER = QUESTIONS
 

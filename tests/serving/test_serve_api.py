@@ -8,14 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from qa_server import QAServer
-from serving_corpus import WATER_QUESTION, WATER_URL
-from sse_text import sse_events
 from starlette.testclient import TestClient
 
 import kohaku_rag as kr
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.served_answers import all_rows
+from tests.support.qa_server import QAServer
+from tests.support.serving_corpus import WATER_QUESTION, WATER_URL
+from tests.support.sse_text import sse_events
 
 
 @pytest.fixture()

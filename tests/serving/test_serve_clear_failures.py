@@ -5,10 +5,10 @@ a long chat is answered (its last turns are used, its characters capped)."""
 from __future__ import annotations
 
 import httpx
-from asgi_server import serving
-from serving_corpus import WATER_QUESTION
 
 from kohaku_rag.lake.layout import Lake
+from tests.support.asgi_server import serving
+from tests.support.serving_corpus import WATER_QUESTION
 
 
 def test_an_unreadable_manifest_is_a_503_with_the_reason(app, lake) -> None:

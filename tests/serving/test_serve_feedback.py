@@ -12,11 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
 from dagster import AssetKey, DagsterInstance, SensorResult, build_sensor_context, materialize
-from qa_server import QUESTIONS
-from serving_corpus import WATER_QUESTION
 
 from kohaku_assets.assets.serving import served_feedback
 from kohaku_assets.resources import KohakuSettings
@@ -25,6 +21,10 @@ from kohaku_assets.sensors import feedback_backfill_sensor, served_feedback_sens
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.feedback import feedback_set_path
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.qa_server import QUESTIONS
+from tests.support.serving_corpus import WATER_QUESTION
 
 Q_CARBON, Q_GPU, _ = QUESTIONS
 

@@ -9,16 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
-from corpus_docs import DOCS
-from qa_server import QAServer
-from serving_corpus import WATER_QUESTION, write_config
 
 import kohaku_rag as kr
 from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.corpus_docs import DOCS
+from tests.support.qa_server import QAServer
+from tests.support.serving_corpus import WATER_QUESTION, write_config
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 

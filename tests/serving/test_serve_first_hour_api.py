@@ -4,8 +4,9 @@ reply's unit, and a follow-up answered as typed says so."""
 from __future__ import annotations
 
 import httpx
-from asgi_server import serving
-from serving_corpus import WATER_QUESTION
+
+from tests.support.asgi_server import serving
+from tests.support.serving_corpus import WATER_QUESTION
 
 FOLLOW_UP = "And the water usage effectiveness?"
 

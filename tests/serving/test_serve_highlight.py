@@ -9,7 +9,6 @@ import numpy as np
 import pymupdf
 import pytest
 from PIL import Image
-from serving_corpus import WATER_MD, WATER_QUESTION
 from starlette.testclient import TestClient
 
 from kohaku_rag.document.tree import NodeKind, build_tree
@@ -19,6 +18,7 @@ from kohaku_rag.parse.pdf import parse_pdf
 from kohaku_rag.parse.sentences import split_sentences
 from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.documents import snapped_rects
+from tests.support.serving_corpus import WATER_MD, WATER_QUESTION
 
 
 def _source(lake, doc_id: str) -> str:

@@ -8,12 +8,12 @@ import shutil
 
 import httpx
 import pytest
-from asgi_server import serving
-from qa_server import QAServer
-from serving_corpus import WATER_QUESTION, write_config
 
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
+from tests.support.asgi_server import serving
+from tests.support.qa_server import QAServer
+from tests.support.serving_corpus import WATER_QUESTION, write_config
 
 ROUTES = ("/api/ask", "/api/feedback", "/v1/chat/completions", "/api/search")
 DEEP = b'{"question": ' + b"[" * 30_000 + b"]" * 30_000 + b"}"  # under the 64 KB body cap

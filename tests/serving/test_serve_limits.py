@@ -10,15 +10,15 @@ import time
 
 import httpx
 import pytest
-from asgi_server import serving
-from qa_server import QUESTIONS, QAServer
-from serving_corpus import WATER_QUESTION, write_config
 
 from kohaku_assets.cli.serve import serve_settings
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.qa_config import QAConfig
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.service import AnswerService
+from tests.support.asgi_server import serving
+from tests.support.qa_server import QUESTIONS, QAServer
+from tests.support.serving_corpus import WATER_QUESTION, write_config
 
 # `kohaku` from this checkout (the installed script may belong to another one)
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"

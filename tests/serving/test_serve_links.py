@@ -11,9 +11,6 @@ from pathlib import Path
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
-from serving_corpus import WATER_QUESTION
 
 from kohaku_rag.indexing.corpus import read_metadata_checked
 from kohaku_rag.indexing.steps import SOURCES
@@ -21,6 +18,9 @@ from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.served_store import connection, transaction
 from kohaku_rag.web_links import web_link
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.serving_corpus import WATER_QUESTION
 
 HOSTILE = "javascript:alert(document.domain)"
 

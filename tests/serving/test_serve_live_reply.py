@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
-from serving_corpus import WATER_QUESTION, write_bundled_config
-from sse_text import sse_events
 from starlette.testclient import TestClient
+
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.serving_corpus import WATER_QUESTION, write_bundled_config
+from tests.support.sse_text import sse_events
 
 pytest.importorskip("llama_cpp")
 

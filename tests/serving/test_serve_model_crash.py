@@ -11,8 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import kohaku_serve
-from serving_corpus import WATER_QUESTION, write_bundled_config
+
+from tests.support.serve_process import kohaku_serve
+from tests.support.serving_corpus import WATER_QUESTION, write_bundled_config
 
 pytest.importorskip("llama_cpp")
 

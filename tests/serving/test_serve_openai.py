@@ -8,8 +8,9 @@ import json
 import httpx
 import openai
 import pytest
-from asgi_server import serving
-from serving_corpus import WATER_QUESTION, WATER_URL
+
+from tests.support.asgi_server import serving
+from tests.support.serving_corpus import WATER_QUESTION, WATER_URL
 
 
 @pytest.fixture()

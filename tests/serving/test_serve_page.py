@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
-from serving_corpus import WATER_QUESTION
+
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.serving_corpus import WATER_QUESTION
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 

@@ -13,13 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
-from qa_server import QAServer
-from serving_corpus import WATER_QUESTION
 
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.served_answers import append_served
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.qa_server import QAServer
+from tests.support.serving_corpus import WATER_QUESTION
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 SHOTS = os.environ.get("KOHAKU_SCREENSHOTS")

@@ -11,13 +11,13 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-from qa_server import QUESTIONS, VariantServer
-from serve_process import kohaku_serve
-from serving_corpus import write_config
 
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.feedback import feedback_set_path, read_feedback
 from kohaku_rag.serving.served_answers import all_rows
+from tests.support.qa_server import QUESTIONS, VariantServer
+from tests.support.serve_process import kohaku_serve
+from tests.support.serving_corpus import write_config
 
 
 def test_two_processes_on_one_lake_lose_no_row(lake: Path) -> None:

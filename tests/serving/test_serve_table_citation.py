@@ -12,10 +12,7 @@ from pathlib import Path
 import numpy as np
 import pymupdf
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
 from PIL import Image
-from serving_corpus import write_config
 
 import kohaku_rag as kr
 from kohaku_rag.document.tree import Attachment, NodeKind, build_tree
@@ -28,6 +25,9 @@ from kohaku_rag.samples.render import render_pdf
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import cell_rects, record_quote
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.serving_corpus import write_config
 
 ENERGY_MD = """# Energy
 
@@ -163,10 +163,11 @@ def test_the_answer_card_names_the_cell_and_the_page_marks_it(
     """Fails on main: the card said nothing of where in the table the value came from, and the
     page marked the whole row. Set KOHAKU_SCREENSHOTS to a folder to keep the screenshots
     (docs/images/table_cell_*.png come from this test)."""
-    import qa_server
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.support import qa_server
 
     lake = tmp_path / "lake"
     assert not kr.index(energy_pdf.parent, lake, index_config=RECORDS, progress=lambda _m: None).failed
@@ -216,10 +217,11 @@ def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cel
     import json
 
     import httpx
-    import qa_server
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.support import qa_server
 
     lake = tmp_path / "lake"
     corpus = tmp_path / "corpus"

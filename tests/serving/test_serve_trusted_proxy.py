@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_process import kohaku_serve
 
 from kohaku_assets.cli.serve import serve_settings
 from kohaku_assets.resources import KohakuSettings
+from tests.support.serve_process import kohaku_serve
 
 
 def _post(url: str, forwarded_for: str | None = None) -> int:

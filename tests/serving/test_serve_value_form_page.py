@@ -9,14 +9,14 @@ import os
 from pathlib import Path
 
 import pytest
-from asgi_server import serving
-from browser import chromium, chromium_missing
-from qa_server import QUESTIONS, QAServer, response_schema
-from serving_corpus import WATER_QUESTION, write_config
 from starlette.testclient import TestClient
 
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.settings import ServeSettings
+from tests.support.asgi_server import serving
+from tests.support.browser import chromium, chromium_missing
+from tests.support.qa_server import QUESTIONS, QAServer, response_schema
+from tests.support.serving_corpus import WATER_QUESTION, write_config
 
 GPU_QUESTION = "How many watts did the A100 GPU draw?"
 SHOTS = Path(os.environ.get("KOHAKU_SCREENSHOTS", "")) if os.environ.get("KOHAKU_SCREENSHOTS") else None

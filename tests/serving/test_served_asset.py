@@ -13,7 +13,6 @@ from dagster import (
     build_sensor_context,
     materialize,
 )
-from serving_corpus import WATER_QUESTION
 from starlette.testclient import TestClient
 
 from kohaku_assets.assets.serving import served_answers
@@ -22,6 +21,7 @@ from kohaku_assets.runner import resources_for
 from kohaku_assets.sensors import served_answers_sensor
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.served_answers import day_of, day_rows
+from tests.support.serving_corpus import WATER_QUESTION
 
 
 def test_each_question_is_a_row_and_the_day_is_an_asset_partition(app, lake) -> None:

@@ -13,9 +13,6 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
-from asgi_server import serving
-from qa_server import QUESTIONS, QAServer
-from serving_corpus import WATER_QUESTION, write_config
 
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.answers.records import Answer, Question
@@ -25,6 +22,9 @@ from kohaku_rag.lake.layout import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.feedback import feedback_set_path, question_id, read_feedback
 from kohaku_rag.serving.served_answers import all_rows
+from tests.support.asgi_server import serving
+from tests.support.qa_server import QUESTIONS, QAServer
+from tests.support.serving_corpus import WATER_QUESTION, write_config
 
 Q_CARBON, Q_GPU, _ = QUESTIONS
 

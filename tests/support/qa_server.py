@@ -10,11 +10,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from chat_server import ChatServer
 
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answers.records import Question
 from kohaku_rag.retrieval.context import ContextItem
+from tests.support.chat_server import ChatServer
 
 QUESTIONS = {  # question -> (unit, gold value, gold document)
     "How many tCO2e did training emit?": ("tCO2e", "4.3", "carbon"),

@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from ports import free_port
+
+from tests.support.ports import free_port
 
 # `kohaku` from this checkout (the installed script may belong to another one)
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"

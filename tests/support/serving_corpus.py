@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from corpus_docs import DOCS
-
 from kohaku_rag.samples.render import render_pdf
+from tests.support.corpus_docs import DOCS
 
 WATER_MD = (
     "# Water\n\n## 1 Cooling\n\nData centers withdraw water for evaporative cooling towers.\n\n"
