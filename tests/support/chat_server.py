@@ -19,8 +19,10 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.local_http import JsonHandler, LocalServer
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class Recorded:
 
 
 @dataclass
-class ChatServer:
+class ChatServer(LocalServer):
     """Start with `with ChatServer() as srv:`; `srv.base_url` has no /v1 suffix."""
 
     supported_formats: frozenset[str] = frozenset({"json_schema", "json_object"})
@@ -88,7 +90,6 @@ class ChatServer:
     _in_flight: int = 0
     _scripts: dict[str, deque[Fault]] = field(default_factory=lambda: defaultdict(deque))
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
     _random: random.Random | None = None
 
     def script(self, key: str, *faults: Fault) -> None:
@@ -102,21 +103,10 @@ class ChatServer:
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.root
 
-    def __enter__(self) -> ChatServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     # ---- request handling (called from handler threads) ---------------------------------
 
@@ -246,31 +236,25 @@ def _error(message: str, code: str | None) -> dict[str, Any]:
 
 
 def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-            pass
-
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
+            raw = self.read_body()
             server.paths.append(self.path)
             if self.path.split("?")[0].rstrip("/") != "/v1/chat/completions":
-                self._send(404, {"error": {"message": f"no route {self.path}"}}, ())
+                self.send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             server._enter()
             try:
-                fault, status, payload = server.respond(
-                    {k.lower(): v for k, v in self.headers.items()}, json.loads(raw)
-                )
+                fault, status, payload = server.respond(self.lower_headers(), json.loads(raw))
                 if fault.delay:
                     time.sleep(fault.delay)
                 body = json.loads(raw)
                 if body.get("stream") and status == 200 and server.streams:
                     self._send_stream(payload, body.get("stream_options"))
                 else:
-                    self._send(status, payload, fault.headers)
+                    self.send_json(status, payload, fault.headers)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout) before we answered
             finally:
@@ -304,15 +288,5 @@ def _make_handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
-
-        def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
 
     return Handler

@@ -29,11 +29,13 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+
+from tests.support.local_http import JsonHandler, LocalServer
 
 DEFAULT_DIM = 24
 SLOW_SECONDS = 2.0
@@ -88,11 +90,10 @@ class Recorded:
 
 
 @dataclass
-class EmbeddingServer:
+class EmbeddingServer(LocalServer):
     faults: deque[str] = field(default_factory=deque)
     requests: list[Recorded] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-    httpd: ThreadingHTTPServer | None = None
     image_like: dict[str, str] = field(default_factory=dict)  # image sha256 -> a query text
     fail_images: bool = False
 
@@ -112,70 +113,48 @@ class EmbeddingServer:
 
     @property
     def base_url(self) -> str:
-        assert self.httpd is not None
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self.root
 
-    def start(self) -> EmbeddingServer:
-        server = self
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:  # keep pytest output clean
-                pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with server.lock:
-                    server.requests.append(
-                        Recorded(
-                            self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.monotonic(), length
-                        )
-                    )
-                    fault = server.faults.popleft() if server.faults else None
-                    fail_images = server.fail_images
-                if self.path.split("?")[0] != "/v1/embeddings":  # a query string (?api-key=) is allowed
-                    return self._reply(404, {"error": f"no route {self.path}"})
-                if fault == "429":
-                    return self._reply(429, {"error": "rate limited"}, {"Retry-After": "1"})
-                if fault == "500":
-                    return self._reply(500, {"error": "internal error"})
-                if fault == "422":
-                    return self._reply(422, {"detail": "input refused"})
-                if fault == "401-echo":
-                    return self._reply(401, {"error": f"bad key {self.headers.get('Authorization')}"})
-                if fault == "slow":
-                    time.sleep(SLOW_SECONDS)
-                dim = int(body.get("dimensions") or DEFAULT_DIM)
-                task = body.get("task")
-                if fail_images and any(isinstance(i, dict) and "image" in i for i in body["input"]):
-                    return self._reply(422, {"detail": "images cannot be processed right now"})
-                try:
-                    vectors = [server.vector(item, task, dim) for item in body["input"]]
-                except ValueError as exc:
-                    return self._reply(422, {"detail": str(exc)})
-                data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
-                self._reply(200, {"object": "list", "model": body.get("model"), "data": data[::-1]})
+def _handler(server: EmbeddingServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(JsonHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            raw = self.read_body()
+            body = json.loads(raw or b"{}")
+            with server.lock:
+                server.requests.append(Recorded(self.path, self.lower_headers(), body, time.monotonic(), len(raw)))
+                fault = server.faults.popleft() if server.faults else None
+                fail_images = server.fail_images
+            if self.path.split("?")[0] != "/v1/embeddings":  # a query string (?api-key=) is allowed
+                return self._reply(404, {"error": f"no route {self.path}"})
+            if fault == "429":
+                return self._reply(429, {"error": "rate limited"}, {"Retry-After": "1"})
+            if fault == "500":
+                return self._reply(500, {"error": "internal error"})
+            if fault == "422":
+                return self._reply(422, {"detail": "input refused"})
+            if fault == "401-echo":
+                return self._reply(401, {"error": f"bad key {self.headers.get('Authorization')}"})
+            if fault == "slow":
+                time.sleep(SLOW_SECONDS)
+            dim = int(body.get("dimensions") or DEFAULT_DIM)
+            task = body.get("task")
+            if fail_images and any(isinstance(i, dict) and "image" in i for i in body["input"]):
+                return self._reply(422, {"detail": "images cannot be processed right now"})
+            try:
+                vectors = [server.vector(item, task, dim) for item in body["input"]]
+            except ValueError as exc:
+                return self._reply(422, {"detail": str(exc)})
+            data = [{"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)]
+            self._reply(200, {"object": "list", "model": body.get("model"), "data": data[::-1]})
 
-            def _reply(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                raw = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    for key, value in (headers or {}).items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test); nothing to answer
+        def _reply(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+            try:
+                self.send_json(status, payload, (headers or {}).items())
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout test); nothing to answer
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+    return Handler

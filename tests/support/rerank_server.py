@@ -15,8 +15,10 @@ import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.local_http import JsonHandler, LocalServer
 
 
 def overlap(query: str, text: str) -> float:
@@ -26,7 +28,7 @@ def overlap(query: str, text: str) -> float:
 
 
 @dataclass
-class RerankServer:
+class RerankServer(LocalServer):
     required_key: str | None = None
     faults: deque[int] = field(default_factory=deque)
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -35,24 +37,9 @@ class RerankServer:
     override: Any = None  # when set, every 200 reply's body (a malformed server)
     _in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
 
-    @property
-    def root(self) -> str:
-        assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> RerankServer:
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, Any]:
         with self._lock:
@@ -77,10 +64,7 @@ class RerankServer:
 
 
 def _handler(server: RerankServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
             with server._lock:
                 server._in_flight += 1
@@ -88,18 +72,11 @@ def _handler(server: RerankServer) -> type[BaseHTTPRequestHandler]:
             try:
                 if server.delay:
                     threading.Event().wait(server.delay)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                status, payload = server.answer(self.path.split("?")[0], headers, body)  # ?api-key= allowed
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if status == 429:
-                    self.send_header("Retry-After", "0")
-                self.end_headers()
-                self.wfile.write(data)
+                body = json.loads(self.read_body() or b"{}")
+                status, payload = server.answer(
+                    self.path.split("?")[0], self.lower_headers(), body
+                )  # ?api-key= allowed
+                self.send_json(status, payload, [("Retry-After", "0")] if status == 429 else [])
             finally:
                 with server._lock:
                     server._in_flight -= 1

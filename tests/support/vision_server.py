@@ -14,8 +14,10 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.local_http import JsonHandler, LocalServer
 
 DATA_URL_PREFIX = "data:image/png;base64,"
 
@@ -48,7 +50,7 @@ def describe(image: bytes) -> str:
 
 
 @dataclass
-class VisionServer:
+class VisionServer(LocalServer):
     """`with VisionServer() as srv:`; `srv.base_url` ends in /v1."""
 
     default_delay: float = 0.0
@@ -57,7 +59,6 @@ class VisionServer:
     _in_flight: int = 0
     _script: deque[Reply] = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: ThreadingHTTPServer | None = None
 
     def script(self, *replies: Reply) -> None:
         with self._lock:
@@ -65,21 +66,10 @@ class VisionServer:
 
     @property
     def base_url(self) -> str:
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{self.root}/v1"
 
-    def __enter__(self) -> VisionServer:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.shutdown()
-        self._server.server_close()
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     def _serve(self, headers: dict[str, str], body: dict[str, Any]) -> tuple[Reply, dict[str, Any]]:
         with self._lock:
@@ -104,31 +94,18 @@ class VisionServer:
 
 
 def _handler(server: VisionServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
         def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            raw = self.read_body()
             if self.path != "/v1/chat/completions":
-                self._send(404, {"error": {"message": f"no route {self.path}"}}, ())
+                self.send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
-            reply, payload = server._serve({k.lower(): v for k, v in self.headers.items()}, json.loads(raw))
+            reply, payload = server._serve(self.lower_headers(), json.loads(raw))
             try:
-                self._send(reply.status, payload, reply.headers)
+                self.send_json(reply.status, payload, reply.headers)
             except (BrokenPipeError, ConnectionResetError):
                 pass
-
-        def _send(self, status: int, payload: dict[str, Any], headers: tuple[tuple[str, str], ...]) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers:
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
 
     return Handler
