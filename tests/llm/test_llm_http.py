@@ -15,6 +15,7 @@ from kohaku_rag.errors import BackendError
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.openai_compat import OpenAIChat, normalise_base_url, parse_retry_after
 from tests.support.chat_server import ChatServer, Fault, hang, malformed_json, rate_limited, server_error
+from tests.support.waiting import wait_until
 
 KEY_ENV = "KOHAKU_TEST_LLM_KEY"
 SECRET = "sk-test-5f3a9c1e77d04b2b"
@@ -345,10 +346,8 @@ def test_a_huge_reply_body_is_refused_without_reading_it_whole() -> None:
         llm = OpenAIChat(f"http://{host}:{port}", "m", api_key_env=None, max_retries=0, max_reply_bytes=1_000_000)
         with pytest.raises(BackendError, match=r"larger than the 1000000-byte cap \(over 1000000 bytes read\)"):
             llm.complete(ask("endless", schema=None))
-        deadline = time.monotonic() + 5
-        while not sent and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sent and sent[0] < 20_000_000  # the client stopped reading; the server gave up early
+        wait_until(lambda: sent, 5, "the server to see the client hang up")
+        assert sent[0] < 20_000_000  # the client stopped reading; the server gave up early
     finally:
         server.shutdown()
         server.server_close()

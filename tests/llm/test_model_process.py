@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from kohaku_rag.llm.base import ChatRequest, Message  # noqa: E402
 from kohaku_rag.llm.model_files import bundled_model  # noqa: E402
 from kohaku_rag.llm.model_process import ModelCrashed, ModelProcess  # noqa: E402
 from kohaku_rag.llm.reply_stream import streaming_reply  # noqa: E402
+from tests.support.waiting import wait_until
 
 LONG = ChatRequest((Message("user", "Write the numbers from 1 to 200, comma separated."),), max_tokens=400)
 SHORT = ChatRequest((Message("user", "Say hello."),), max_tokens=4)
@@ -91,10 +91,7 @@ def test_a_model_process_killed_from_outside_starts_again_on_the_same_variant(tm
     # A model process that died between calls (the OOM killer, say) is simply started again.
     assert chat.pid is not None
     os.kill(chat.pid, signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while chat.pid is not None:  # gone once the kernel has ended it
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(lambda: chat.pid is None, 30, "the kernel to end the model process")
     assert chat.complete(SHORT).text.strip()
     assert chat.starts == 3
     chat.close()

@@ -19,6 +19,7 @@ from kohaku_rag.serving.served_answers import all_rows
 from tests.support.asgi_server import serving
 from tests.support.qa_server import QUESTIONS, QAServer
 from tests.support.serving_corpus import WATER_QUESTION, write_config
+from tests.support.waiting import wait_until
 
 Q_CARBON, Q_GPU, Q_WATER = QUESTIONS
 
@@ -36,13 +37,6 @@ def events_of(lines: list[str]) -> list[tuple[str, dict]]:
             out.append((name, json.loads(line[6:])))
             name = "message"
     return out
-
-
-def wait_until(check, timeout: float = 15.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 def test_an_answer_is_found_again_by_its_id(app, lake: Path) -> None:

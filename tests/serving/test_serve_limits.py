@@ -19,6 +19,7 @@ from kohaku_rag.serving.service import AnswerService
 from tests.support.asgi_server import serving
 from tests.support.qa_server import QUESTIONS, QAServer
 from tests.support.serving_corpus import WATER_QUESTION, write_config
+from tests.support.waiting import wait_until
 
 # `kohaku` from this checkout (the installed script may belong to another one)
 KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -168,8 +169,7 @@ def test_a_waiting_question_hears_its_place_at_once(lake, settings) -> None:
 
             t = threading.Thread(target=first)
             t.start()
-            while not slow.requests:
-                time.sleep(0.02)
+            wait_until(lambda: slow.requests, what="the first question to reach the model")
             heard: list[tuple[float, str]] = []
             body = {"question": questions[1], "stream": True}
             with httpx.stream("POST", f"{url}/api/ask", json=body, timeout=30) as r:
