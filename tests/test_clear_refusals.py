@@ -1,5 +1,5 @@
-"""Small things a hostile test found (issue 32, item 5): each is refused, or said, with the
-real reason; each test failed on main."""
+"""Small things a hostile test found: each is refused, or said, with the
+real reason."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def test_a_config_named_by_a_path_is_refused_for_what_it_is(tmp_path, capsys):
 
 
 def test_a_config_whose_questions_is_not_a_question_file_fails_when_it_loads(tmp_path, capsys):
-    """main: `config show` printed the config; the run failed later, inside."""
+    """A config whose `questions` is not a question file fails when it loads (`config show`
+    says so), not later inside a run."""
     lake = tmp_path / "lake"
     (lake / "configs").mkdir(parents=True)
     (lake / "configs" / "pw.toml").write_text('questions = "/etc/passwd"\n')

@@ -217,7 +217,7 @@ def test_the_reply_chooses_among_the_candidates_or_says_other() -> None:
 
 
 def test_an_answer_combining_two_documents_cites_both_under_cite_source() -> None:
-    """Issue 34: with `cite = "source"` (the default) an answer was cut to one document, so a
+    """with `cite = "source"` (the default) an answer was cut to one document, so a
     two-paper answer earned a reference F1 of 0.67. Each side of the comparison keeps the
     cited document closest to it: Qwen 72B's and Qwen 7B's; a third cited one is dropped."""
     content = reply([], "", "8.72", ["zschache2025", "li2025b", "other2024"])

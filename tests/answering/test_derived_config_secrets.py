@@ -37,7 +37,8 @@ def _files_holding(root: Path, secrets: list[str], but: Path) -> list[str]:
 
 
 def test_a_derived_config_holds_no_credential_and_the_eval_still_works(env, capsys) -> None:
-    """Fails on main: configs/a--questions.json copied the base_url with both keys."""
+    """A derived config (configs/a--questions.json) names its source instead of copying it, so
+    no key in the source's base_url lands in a second file."""
     settings, server, questions = env
     lake = settings.lake
     folder = configs_dir(lake)

@@ -1,4 +1,4 @@
-"""Issue 34: cross-document questions without the LLM planner: the rule-based split into one
+"""cross-document questions without the LLM planner: the rule-based split into one
 query per side compared (entity_split.py) and the `entity_queries = "rules"` option."""
 
 from __future__ import annotations

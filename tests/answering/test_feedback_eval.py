@@ -33,7 +33,7 @@ def verdict(question: str, verdict: str, served: str, unit: str, doc: str, **cor
 
 
 def test_eval_uses_the_configs_questions_and_the_reviewed_feedback_set(env, capsys) -> None:
-    """Fails on main: without --questions `kohaku eval` exited with a usage error."""
+    """Without --questions, `kohaku eval` asks the config's own questions (no usage error)."""
     settings, server, questions = env
     write_config(settings, "a", server, questions)
     args = ["--lake", settings.lake_root, "--corpus", settings.corpus_dir, "--json"]

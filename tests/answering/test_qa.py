@@ -102,7 +102,7 @@ def test_new_config_is_the_only_one_computed(env):
     ).fetchall()
     assert board == [("a", 1.0, 2), ("b", 1.0, 2)]
     # The leaderboard command the WattBot how-to gives (docs/how-to/wattbot-2025.md) runs as
-    # written on this lake. Failed before issue 36: the README's was `duckdb -c`, not installed.
+    # written on this lake (with the tools the project installs: no `duckdb` command).
     howto = (Path(__file__).resolve().parents[2] / "docs" / "how-to" / "wattbot-2025.md").read_text()
     (command,) = [line for line in howto.splitlines() if "leaderboard.parquet" in line and "duckdb" in line]
     folder = settings.lake.root.parent / "howto"
@@ -369,9 +369,9 @@ def test_replies_keep_the_magnitude_their_words_state():
 
 
 def test_a_reply_that_copies_its_rules_is_read_as_saying_nothing():
-    """Fails on main: the bundled model copied the field rules into its reply, and the answer
-    card showed "the answer in a few words" under the value (stop 46's screenshot), and an
-    answer_value "only the number in percent (no unit, no commas)" was kept as the value."""
+    """A reply that copies the schema's field rules ("the answer in a few words", "only the
+    number in percent (no unit, no commas)") says nothing: neither is kept as the answer or
+    its value."""
     q = Question("q1", "What percentage of H100 GPUs used recycled metals?", "percent")
     copied_value = (
         '{"explanation": "No figure is given.", "answer": "the answer in a few words", '
@@ -671,9 +671,8 @@ def test_planner_model_writes_the_queries(env):
 
 
 def test_default_questions_ship_with_the_package(monkeypatch) -> None:
-    # Issue 43 (failed on main: the default named ../shared/wattbot/train_QA.csv beside the
-    # clone, which a user's clone lacks). A config without `questions` names the sample
-    # corpus's labelled questions, shipped inside the package, about the sample's documents.
+    # A config without `questions` names the sample corpus's labelled questions, shipped
+    # inside the package (never a file beside the clone, which a user's clone lacks).
     from kohaku_rag.samples import SAMPLES
 
     monkeypatch.delenv("KOHAKU_QUESTIONS", raising=False)

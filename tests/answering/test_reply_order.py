@@ -1,4 +1,4 @@
-"""reply_order = "value_first" (issue 44): the reply writes the value and its references
+"""reply_order = "value_first": the reply writes the value and its references
 before the answer words and a shorter explanation; the default order and prompt stay as they
 were (stored answers keep their keys)."""
 
@@ -69,7 +69,7 @@ def test_a_value_first_config_answers_through_the_pipeline(env, capsys):
 
 
 def test_rules_in_system_open_every_answering_prompt_with_the_same_tokens() -> None:
-    """rules_in_system (issue 44): the fixed field rules move to the system prompt, so two
+    """rules_in_system: the fixed field rules move to the system prompt, so two
     questions' prompts share ~100 more leading tokens (evaluated once, prefix_states.py); the
     verdict and support prompts open the same way (they continue from the answer's KV)."""
     from kohaku_rag.answering.prompt import answer_request

@@ -10,7 +10,7 @@ from kohaku_assets.runner import RunFailed, run_config, run_job
 
 
 def test_a_retrieval_step_whose_questions_all_failed_fails(env) -> None:
-    """Fails on main: the run failed only at predictions; retrievals was green."""
+    """A retrieval step whose every question failed fails itself, not only the predictions after it."""
     settings, server, questions = env
     write_config(settings, "p", server, questions, planner=True)
     server.fail_when = lambda key: "search queries" in key  # every plan fails
@@ -19,7 +19,7 @@ def test_a_retrieval_step_whose_questions_all_failed_fails(env) -> None:
 
 
 def test_a_partly_failed_retrieval_shows_its_failures_in_an_asset_check(env) -> None:
-    """Fails on main: no check; the failures were a metadata count only."""
+    """The questions a retrieval failed on show in an asset check, not only as a metadata count."""
     settings, server, questions = env
     write_config(settings, "p", server, questions, planner=True)
     server.fail_when = lambda key: "search queries" in key and "How many watts" in key  # q2's plan fails

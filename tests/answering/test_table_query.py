@@ -77,8 +77,8 @@ def test_only_questions_that_count_compare_or_pick_an_extreme() -> None:
 
 
 def test_a_value_the_query_typed_itself_is_refused() -> None:
-    """Fails on main: a constant, a string or a DuckDB setting became the answer value, cited
-    to the table's document, and a 1.5 GB string was built in memory."""
+    """A query that types its own value (a constant, a string, a DuckDB setting) is refused: no
+    such value is cited to the table's document, and no huge string is built in memory."""
     f = frame()
     for typed in (
         "SELECT 50000000000000",

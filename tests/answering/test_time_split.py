@@ -1,4 +1,4 @@
-"""Where an answer's time went (issue 44): each LLM call's prompt tokens, of them evaluated
+"""Where an answer's time went: each LLM call's prompt tokens, of them evaluated
 and reused, reply tokens and seconds are stored with the prediction and its debug rows, and
 `kohaku eval` prints the split per question beside the score."""
 

@@ -382,8 +382,8 @@ class _InstantEmbedder:
 
 
 def test_processes_opening_a_new_embedding_cache_at_once_all_start(tmp_path: Path) -> None:
-    """Fails on main: the switch to WAL answers "database is locked" at once, without the busy
-    wait, while another connection is opening the same new file (two processes starting on
+    """Connections opening the same new embedding cache at once all start: the switch to WAL
+    waits for the lock instead of answering "database is locked" (two processes starting on
     one lake). Each thread here has its own connection, as each process has."""
 
     def open_cache(folder: Path) -> float:

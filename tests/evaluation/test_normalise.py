@@ -228,8 +228,8 @@ def test_expand_stated_magnitude_reads_the_models_own_words() -> None:
 
 
 def test_expand_stated_magnitude_reads_a_money_amounts_short_suffix() -> None:
-    """Fails on main: "$800M" kept the value at 800 (a dev question whose gold is 800000000).
-    A short suffix counts only after a currency sign: "JetMoE-8B" is a name, not 8 billion."""
+    """A money amount's short suffix scales the value ("$800M" is 800000000). A short suffix
+    counts only after a currency sign: "JetMoE-8B" is a name, not 8 billion."""
     assert expand_stated_magnitude("800", "USD", ["800", "The cost is $800M."]) == "800000000"
     assert expand_stated_magnitude("2.5", "USD", ["US$ 2.5bn"]) == "2500000000"
     assert expand_stated_magnitude("120", "EUR", ["€120k"]) == "120000"

@@ -1,7 +1,7 @@
 """The WattBot 2026 metric and `kohaku score`, on small gold/submission files written here.
 
 Per question: 0.75·value + 0.20·ref(F1) + 0.05·abstention (1 on an answerable question);
-final = their mean, as the official 2026 scorer (issue 34). Every expected number is worked
+final = their mean, as the official 2026 scorer. Every expected number is worked
 out by hand in the comments next to it.
 """
 
@@ -191,7 +191,7 @@ def test_unit_weighs_nothing() -> None:
 
 
 def test_the_abstention_check_is_averaged_over_every_question_as_the_leaderboard() -> None:
-    """Issue 34: the official scorer averages the clean-refusal check over all questions (an
+    """the official scorer averages the clean-refusal check over all questions (an
     answerable one counts 1); averaging over the unanswerable ones only scored 0.808 where the
     leaderboard said 0.857. Three answerable questions right and cited, one unanswerable
     answered: value 3/4, ref 3/4 (the false answer cites a document the blank gold has not),
@@ -225,7 +225,7 @@ def test_the_2026_file_score_by_hand(files: tuple[Path, Path]) -> None:
     assert report.final == pytest.approx(0.75 * 6 / 9 + 0.20 * (6 + 2 / 3 - 0.6) / 9 + 0.05 * 7 / 9)  # 0.6737037
     assert report.false_answer_rate == pytest.approx(1 / 3)  # g9 of g6, g7, g9
     assert report.blank_rate == pytest.approx(3 / 9)  # g6, g7 and the missing g8
-    # the abstention policy's two losses (issue 34): g9 answered of the 3 unanswerable; the
+    # the abstention policy's two losses: g9 answered of the 3 unanswerable; the
     # missing g8 refused of the 6 answerable
     assert (report.false_answers, report.false_refusals, report.false_refusal_rate) == (1, 1, pytest.approx(1 / 6))
     assert "false answers 1 of 3 unanswerable; false refusals 1 of 6 answerable (0.1667)" in "\n".join(report.lines())

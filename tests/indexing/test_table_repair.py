@@ -121,7 +121,8 @@ def repairing_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: 
 def test_the_index_repairs_the_table_then_rebuilds_its_document_and_asks_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Fails on main: an unaligned table stayed in the running text, whatever a model could do."""
+    """An unaligned table a model repairs faithfully becomes a table record; its document is
+    rebuilt once, and the model is asked once."""
     from kohaku_assets.runner import embedder_for, run_index
     from kohaku_rag.indexing.steps import read_tree
     from kohaku_rag.indexing.table_repair import read_repairs

@@ -38,8 +38,9 @@ def test_the_install_ships_per_cpu_variants_and_loads_the_best_for_this_cpu() ->
 
 
 def test_the_install_holds_only_the_kept_variants() -> None:
-    """Fails on main: all 14 x86 variants and the unused multimodal library were built (a
-    cold `make install` took 7 min 12 s, 5 min 13 s now). An older .venv: `make install` rebuilds it."""
+    """The install holds only the kept CPU variants, not all 14 x86 ones nor the unused
+    multimodal library (a cold `make install` takes minutes less). An older .venv:
+    `make install` rebuilds it."""
     import llama_cpp
 
     package = Path(llama_cpp.__file__).parent

@@ -142,7 +142,7 @@ class EchoChat:
 def test_question_threads_share_the_cache_without_a_threading_violation(tmp_path: Path) -> None:
     """Questions are asked from several threads at once through one CachedChat (one apsw
     connection): its reads and writes must be serialized, or apsw refuses a connection busy
-    in another thread (the CI failure of stop 46, in a diverse-rerank config run)."""
+    in another thread (as a diverse-rerank config run does)."""
     from concurrent.futures import ThreadPoolExecutor
 
     llm = CachedChat(EchoChat(), tmp_path)
@@ -156,9 +156,8 @@ def test_question_threads_share_the_cache_without_a_threading_violation(tmp_path
 
 
 def test_processes_opening_a_new_cache_at_once_all_start(tmp_path: Path) -> None:
-    """Fails on main: two `kohaku serve` processes opening a lake's new LLM cache at the same
-    moment both saw a column missing and both added it; the second died with "duplicate
-    column name: mean_logprob" (the CI failure of stop 46). Each connection here is its own,
+    """Processes opening a lake's new LLM cache at the same moment all start: a column one of
+    them adds is not added twice ("duplicate column name"). Each connection here is its own,
     as each process's is; a barrier lines their opening up."""
 
     def open_cache(folder: Path) -> str:

@@ -52,7 +52,7 @@ def test_logprobs_and_batches_are_not_streamed(monkeypatch) -> None:
 
 
 def test_a_streamed_reply_counts_its_tokens(monkeypatch) -> None:
-    """Fails on main: a streamed reply recorded 0 tokens (it never asked for the usage chunk)."""
+    """A streamed reply asks for the usage chunk and records its tokens."""
     monkeypatch.setenv(KEY_ENV, SECRET)
     with ChatServer() as srv:
         with streaming_reply(lambda _piece: None):

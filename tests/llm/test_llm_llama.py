@@ -353,8 +353,8 @@ def test_a_saved_prefix_state_warms_a_new_process_and_is_rebuilt_when_damaged(tm
 
 
 def test_a_state_file_of_another_prompt_copied_in_place_is_rebuilt(tmp_path: Path) -> None:
-    """Fails on main: the state of prompt B under prompt A's file name was loaded for A
-    (its checksum covered its own bytes only), so A was answered from B's KV cache."""
+    """The state of prompt B under prompt A's file name is not loaded for A: each state proves
+    the prompt it belongs to, so A is never answered from B's KV cache."""
     model = bundled_model()
     a = "You are a terse assistant: reply with as few words as you can, in lower case only."
     b = "You are a cheerful assistant: reply in French, in full sentences, with an emoji or two."

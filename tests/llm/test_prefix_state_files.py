@@ -35,8 +35,8 @@ def _saved(folder: Path, key: tuple[int, ...], body: bytes) -> Path:
 def test_a_state_of_another_prompt_in_the_right_place_is_deleted_not_loaded(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Fails on main: each file carried a checksum of its own bytes only, so B's state under
-    A's name was loaded for A (and A's reply computed on B's KV cache)."""
+    """B's state under A's name is deleted, not loaded: a checksum of a file's own bytes is not
+    enough, the file carries the digest of its prompt and model."""
     a = _saved(tmp_path, PROMPT_A, b"kv of prompt A" * 10)
     b = _saved(tmp_path, PROMPT_B, b"kv of prompt B" * 10)
     assert bytes(PrefixStates(directory=tmp_path, identity=IDENTITY)._read(PROMPT_A)[0]) == b"kv of prompt A" * 10  # type: ignore[index]
@@ -55,7 +55,7 @@ def test_a_state_of_another_prompt_in_the_right_place_is_deleted_not_loaded(
 
 
 def test_junk_in_the_states_folder_is_removed_when_it_is_opened(tmp_path: Path) -> None:
-    """Fails on main: only `*.kv` files were ever pruned, so anything else stayed forever."""
+    """Anything in the states folder that is no state is removed, not only stale `*.kv` files."""
     kept = _saved(tmp_path, PROMPT_A, b"kv of prompt A" * 10)
     junk = [tmp_path / "notes.txt", tmp_path / "stray.kv", tmp_path / ("0" * 40 + ".kv")]
     junk[0].write_text("not a state")

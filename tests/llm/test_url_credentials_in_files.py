@@ -1,4 +1,4 @@
-"""A `user:pass@` URL is usable from a config file (issue 43): TOML has no null, so
+"""A `user:pass@` URL is usable from a config file: TOML has no null, so
 `api_key_env = ""` says "no key", and a dumped config keeps saying it."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from tests.support.chat_server import ChatServer
 
 
 def test_a_toml_config_sends_the_urls_own_credentials(tmp_path: Path, chat_server: ChatServer) -> None:
-    # Failed on main: `api_key_env = ""` was refused ("must be the name of the environment
-    # variable"), and the error's advice "set api_key_env to None" had no TOML spelling.
+    # `api_key_env = ""` is TOML's way to say "no key variable" (TOML has no None): the URL's
+    # own credentials are sent.
     questions = tmp_path / "q.csv"
     questions.write_text("id,question,answer_unit\nq1,What?,is_blank\n")
     url = chat_server.base_url.replace("http://", "http://kohaku:s3cret@")

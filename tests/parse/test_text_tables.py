@@ -1,6 +1,7 @@
 """Tables recovered from extracted text, on tables as the WattBot corpus prints them (pypdf
-text): each fails on main, where these lines were merged into the running paragraphs and a
-model had to count cells against a header 20 lines up."""
+text): each block becomes a table whose rows carry their column names, rather than lines
+merged into the running paragraphs, where a model must count cells against a header 20 lines
+up."""
 
 from __future__ import annotations
 
@@ -111,9 +112,8 @@ def test_a_row_label_continued_on_a_second_line() -> None:
 
 
 def test_a_cell_with_its_unit_and_one_letter_column_names() -> None:
-    """Fails on main (chen2024, Table 3, where a dev question's answer is): "64.7 GB" split into
-    a number and a word, so the row had a cell too few, and the names "L", "d", "G" were
-    refused as a figure's axis."""
+    """A cell with its unit ("64.7 GB") is one cell, and one-letter column names ("L", "d",
+    "G") are names, not a figure's axis (the shape of chen2024's Table 3)."""
     text = (
         PROSE + "Table 3: Large language models used for evaluation.\n"
         "Model Parameters L d G\n"
@@ -165,8 +165,8 @@ def test_a_table_that_cannot_be_aligned_stays_in_the_running_text() -> None:
         and "101 4 4 12 192 2160 165 52.88%" in table.text()
     )
     # Its lines stay in the running text, as without records: set apart as a block of raw
-    # lines it crowded the passage that answered out of the context (on main it was a table
-    # paragraph of its own, and "52.88%" was answered as the row above's "51.30%").
+    # lines it would crowd the passage that answers out of the context (and a misread table
+    # answers "52.88%" as the row above's "51.30%")).
     paras = paragraphs_with_tables(text)
     assert not any(p.attachment is Attachment.TABLE for p in paras)
     assert [p.text for p in paras] == [p.text for p in paragraphs_with_tables(text, tables=False)]
@@ -226,8 +226,8 @@ def test_without_table_records_the_lines_stay_in_the_running_text() -> None:
 
 
 def test_a_tree_holding_a_table_keeps_its_checksum(tmp_path) -> None:  # noqa: ANN001
-    """Failed when issue 42's checksums met this issue's table column: the bytes under a
-    null struct slot (every node that is not a table) differ after a Parquet round trip."""
+    """A tree with a table column keeps its content checksum through a Parquet round trip,
+    though the bytes under a null struct slot (every node that is not a table) differ."""
     from kohaku_rag.document.tree import nodes_to_table
     from kohaku_rag.lake.tables import content_problem, write_parquet_atomic
 

@@ -50,7 +50,7 @@ def write_config(settings: KohakuSettings, name: str, server: QAServer, question
 
 
 def test_retrievals_are_downstream_of_the_three_indexes():
-    """Failed on main: indexing and answering were two unconnected groups."""
+    """Answering stands downstream of indexing: retrievals depend on the three indexes."""
     graph = defs.resolve_asset_graph()
     parents = graph.get(AssetKey("retrievals")).parent_keys
     assert {AssetKey("vector_index"), AssetKey("bm25_index"), AssetKey("search_aids")} <= parents
@@ -79,8 +79,8 @@ def _causes(settings: KohakuSettings, asset: str, partition: str) -> list:
 
 
 def test_a_reindex_shows_the_answers_stale_and_starts_nothing(env):
-    """Failed on main: after a re-index the answering assets showed as fresh, and the
-    leaderboard did not say which index its rows were answered on."""
+    """After a re-index the answering assets show as stale (nothing starts by itself), and the
+    leaderboard says which index its rows were answered on."""
     settings, server, questions = env
     write_config(settings, "a", server, questions)
     run_config(settings, "a")
@@ -115,8 +115,8 @@ def test_a_reindex_shows_the_answers_stale_and_starts_nothing(env):
 
 
 def test_the_leaderboard_names_the_configs_that_never_ran(env):
-    """Failed on main: with `default` never run, `scores` showed a grey "missing" partition
-    and nothing on the leaderboard said why."""
+    """A config that never ran is named on the leaderboard as such, not left as an unexplained
+    "missing" partition of `scores`."""
     settings, server, questions = env
     write_config(settings, "a", server, questions)
     run_config(settings, "a")
@@ -129,8 +129,8 @@ def test_the_leaderboard_names_the_configs_that_never_ran(env):
 
 
 def test_configs_sensor_runs_only_what_changed_after_it_was_turned_on(env):
-    """Failed on main: turning the sensor on started every config that never ran, `default`
-    (the bundled model, ~30 minutes) included."""
+    """Turning the configs sensor on runs only what changed after, not every config that never
+    ran (`default`, the bundled model, takes ~30 minutes)."""
     settings, server, questions = env
     write_config(settings, "old", server, questions)
     instance = instance_for(settings.lake.root)
@@ -190,7 +190,7 @@ def test_the_sensor_logs_what_it_skipped_and_each_runs_estimate(env, capfd):
 
 
 def test_descriptions_name_the_real_lake():
-    """Failed on main: `LAKE/qa/leaderboard.parquet (LAKE: the lake folder)`."""
+    """Asset descriptions name the real lake's paths, not a `LAKE/` placeholder."""
     graph = defs.resolve_asset_graph()
     texts = [graph.get(AssetKey(a)).description or "" for a in ("leaderboard", "submission", "sweep_report")]
     for text in texts:
@@ -198,8 +198,8 @@ def test_descriptions_name_the_real_lake():
 
 
 def test_the_leaderboard_lists_a_config_that_failed_as_failed_with_its_reason(env, tmp_path):
-    """Failed on main: a config whose run failed (as the feedback sensor's runs of a broken
-    config did) was listed as "never run"."""
+    """A config whose run failed (a broken config the feedback sensor ran, say) is listed as
+    failed, with its reason, not as "never run"."""
     from kohaku_assets.runner import run_job
 
     settings, server, questions = env

@@ -38,7 +38,7 @@ def _dg(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(not DG.exists(), reason="dagster-dg-cli is not installed")
 def test_dg_check_defs_and_list_defs(tmp_path):
-    """Failed on main: no [tool.dg] in pyproject.toml ("not a Dagster project")."""
+    """The repository is a Dagster project (`[tool.dg]`): `dg check defs` and `dg list defs` work."""
     check = _dg("check", "defs", tmp_path=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "All definitions loaded successfully" in check.stdout + check.stderr
@@ -63,8 +63,7 @@ def test_dg_pin_matches_dagster():
 
 
 def test_no_dagster_private_import_outside_the_wrapper():
-    """Failed on main: runner.py, sensors.py, cli/experiments.py, cluster/__init__.py and
-    partitions.py imported `dagster._...` directly."""
+    """Only the wrapper module imports Dagster's private modules (`dagster._...`)."""
     pattern = re.compile(r"^\s*(from|import)\s+dagster\._", re.MULTILINE)
     offenders = [
         str(path.relative_to(REPO))
@@ -128,8 +127,9 @@ def test_the_celery_executor_takes_a_retry_mode():
 
 
 def test_the_lakes_run_queue_is_looked_at_every_second(tmp_path, monkeypatch):
-    """Failed on main: Dagster's default, every 5 s (runs launched from the UI waited in the
-    queue); a dagster.yaml written by an earlier version is upgraded, one edited by hand kept."""
+    """The lake's run queue is looked at every second, not Dagster's default 5 s (runs launched
+    from the UI would wait); a dagster.yaml written by an earlier version is upgraded, one
+    edited by hand kept."""
     monkeypatch.delenv("KOHAKU_DAGSTER_PG", raising=False)
     instance = instance_for(tmp_path / "lake")
     assert instance.run_coordinator.dequeue_interval_seconds == 1  # type: ignore[attr-defined]
@@ -148,6 +148,7 @@ def test_the_lakes_run_queue_is_looked_at_every_second(tmp_path, monkeypatch):
 
 
 def test_the_automation_sensor_evaluates_often_and_tags_its_runs():
-    """Failed on main: every 30 s, and its runs untagged ("Jobless asset materializations")."""
+    """The automation sensor evaluates every 5 s, not 30, and tags its runs (no "Jobless asset
+    materializations")."""
     assert automation_sensor.minimum_interval_seconds == 5
     assert automation_sensor.run_tags == {"kohaku/trigger": "automation"}

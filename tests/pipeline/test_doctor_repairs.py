@@ -41,8 +41,8 @@ def _doctor(settings, capsys, *extra: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("part", ["vectors", "bm25"])
 def test_what_doctor_finds_in_an_index_file_a_plain_index_rebuilds(env, capsys, part):  # noqa: F811
-    """Fails on main: doctor said "`kohaku index` rebuilds it", but `kohaku index` (and
-    `doctor --repair`) did nothing, the size and mtime being unchanged."""
+    """What doctor finds in an index file, the next plain `kohaku index` rebuilds, as doctor
+    says, even though the file's size and mtime are unchanged."""
     settings, _ = env
     assert _index(settings, capsys)[0] == 0
     before = _search_docs(settings, capsys)
@@ -59,8 +59,8 @@ def test_what_doctor_finds_in_an_index_file_a_plain_index_rebuilds(env, capsys, 
 
 
 def test_rows_deleted_from_a_record_table_are_found_and_recomputed(env, capsys):  # noqa: F811
-    """Fails on main: half the rows of index_rows/<doc>.parquet deleted (valid Parquet, its
-    version kept): doctor said "healthy" and the next rebuild indexed what was left."""
+    """Rows deleted from index_rows/<doc>.parquet (valid Parquet, its version kept) are found by
+    doctor, and the next rebuild recomputes the table instead of indexing what is left."""
     settings, _ = env
     assert _index(settings, capsys)[0] == 0
     path = settings.lake.table(ix.INDEX_ROWS, "gpu")
@@ -80,9 +80,8 @@ def test_rows_deleted_from_a_record_table_are_found_and_recomputed(env, capsys):
 
 @pytest.mark.parametrize("doctor_first", [True, False])
 def test_garbled_rows_behind_a_valid_footer_fall_back_to_the_corpus(env, capsys, doctor_first):  # noqa: F811
-    """Fails on main: random bytes inside index_rows/<doc>.parquet (footer intact): doctor
-    "healthy", then every `kohaku index` needing a rebuild failed until the file was
-    deleted by hand; the intact corpus file was never read again."""
+    """Random bytes inside index_rows/<doc>.parquet (footer intact) are found, and the next
+    `kohaku index` recomputes the table from the intact corpus file, with no hand deletion."""
     settings, _ = env
     assert _index(settings, capsys)[0] == 0
     before = _search_docs(settings, capsys)
@@ -117,9 +116,8 @@ def _deadline(seconds: int):
 
 @pytest.mark.parametrize("how", ["device", "outside link"])
 def test_the_manifest_names_only_regular_files_of_the_index_folder(env, capsys, tmp_path, how):  # noqa: F811
-    """Fails on main: a manifest naming /dev/zero (size 0) made search, doctor and index
-    read forever; one naming a file outside the lake was accepted and the lake's own copy
-    deleted."""
+    """A manifest naming /dev/zero or a link to a file outside the lake is refused in one line
+    by search, doctor and index: nothing reads forever, and the lake's own copy is kept."""
     settings, _ = env
     assert _index(settings, capsys)[0] == 0
     before = _search_docs(settings, capsys)
@@ -168,7 +166,7 @@ def small_disk(tmp_path):
 
 
 def test_a_full_disk_is_one_line_naming_the_folder(small_disk, corpus):
-    """Fails on main: `index` exited 1 with a 70-line SQLAlchemy traceback; doctor crashed."""
+    """A full disk is one line naming the folder, from `index` and from doctor: no traceback."""
     lake = small_disk / "lake"
     environ = {**os.environ, "DAGSTER_HOME": str(lake / ".dagster")}
 

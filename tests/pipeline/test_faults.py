@@ -91,7 +91,7 @@ def test_a_run_killed_between_the_two_indexes_rebuilds_the_stale_one(env):
     _vectors_ahead_of_bm25(settings, corpus)
     lag = assembly.indexes_behind(settings.lake, ["carbon", "gpu", "water"])
     # Never a mix: the new vectors were staged, not published, so search still reads the
-    # last generation whole (on main the new vectors were live beside the old BM25).
+    # last generation whole (never the new vectors beside the old BM25).
     assert lag.vectors == ["water"] and lag.bm25 == ["water"]
     vectors, bm25 = _held_versions(settings)
     assert vectors["water"] != _rows_versions(settings)["water"] and bm25 is not None

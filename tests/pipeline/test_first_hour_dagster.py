@@ -1,4 +1,4 @@
-"""The Dagster UI's rough edges of issue 43, asked of Dagster's own GraphQL API (what the UI
+"""The Dagster UI's first visit, asked of Dagster's own GraphQL API (what the UI
 reads) over the lake's instance and the real code location: no newsletter pop-up on the
 first visit, and each served_* asset lists the sensor that keeps it up to date."""
 
@@ -27,8 +27,8 @@ query {
 
 
 def test_the_ui_asks_nothing_and_lists_the_served_sensors(tmp_path: Path, monkeypatch) -> None:
-    # Failed on main: shouldShowNux was true (Dagster's newsletter dialog on the first visit
-    # of `kohaku ui`), and served_feedback's page said "No automations found".
+    # The first visit of `kohaku ui` asks nothing (no newsletter dialog: shouldShowNux is
+    # false), and served_feedback's page lists its sensors.
     monkeypatch.setenv("KOHAKU_LAKE", str(tmp_path / "lake"))
     instance = instance_for(tmp_path / "lake")
     target = ModuleTarget(
@@ -42,7 +42,7 @@ def test_the_ui_asks_nothing_and_lists_the_served_sensors(tmp_path: Path, monkey
 
 
 def test_cli_runs_are_named_by_their_command() -> None:
-    # Failed on main: no such tag, so the Runs page said "Manually launched" for every CLI run.
+    # The Runs page names a CLI run by its command, not "Manually launched".
     assert LAUNCHED_BY_TAG == "user"  # the tag the Runs page's "Launched by" column reads
     assert cli_command("answer_config", "default") == "kohaku eval --config default"
     assert cli_command("assemble_indexes", None) == "kohaku index"

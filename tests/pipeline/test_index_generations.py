@@ -1,9 +1,8 @@
-"""Search never answers from a damaged or half-written index (issue 32).
+"""Search never answers from a damaged or half-written index.
 
-Each damage leaves its file *readable*; on main, search answered from it (exit 0, other
-results or a raw `apsw` traceback), `kohaku doctor` said "healthy" and a plain `kohaku index`
-recomputed nothing. Now: search refuses in one line naming the fix, doctor names the file,
-and a plain `kohaku index` puts it right (search gives what a clean build gives).
+Each damage leaves its file *readable*, so search could answer from it (exit 0, other
+results or a raw `apsw` traceback). Search refuses in one line naming the fix, doctor names
+the file, and a plain `kohaku index` puts it right (search gives what a clean build gives).
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ QUESTIONS = ["How much water did the data center use?", "Which GPU had the lowes
 def env(tmp_path, corpus, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "lake" / ".dagster"))
     config = tmp_path / "published.toml"
-    # KohakuRAG's published setting searches sentence vectors too (the raw apsw error on main).
+    # KohakuRAG's published setting searches sentence vectors too (where a raw apsw error could surface).
     config.write_text('[retrieval]\ndense_kinds = ["sentence", "paragraph"]\n')
     return KohakuSettings(lake_root=str(tmp_path / "lake"), corpus_dir=str(corpus)), config
 
@@ -180,7 +179,7 @@ def test_a_generation_is_one_manifest_and_old_files_go(env, capsys):
 
 
 def test_doctor_says_a_missing_bm25_index_is_missing(env, capsys):
-    """main: "differs from the stored rows" for a file that is not there."""
+    """A missing BM25 file is called missing, not "differs from the stored rows"."""
     settings, _config = env
     assert _cli(settings, "index") == 0
     path = settings.lake.bm25_path

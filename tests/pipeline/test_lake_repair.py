@@ -102,9 +102,9 @@ def test_search_never_creates_an_empty_index_in_a_lake_without_one(env, capsys):
 
 
 def test_a_half_built_index_from_a_killed_assembly_is_never_searched_and_is_rebuilt(env, capsys):
-    """What a kill at the start of assembly left on main: a store with its schema and no
-    documents, which search answered with nothing and exit 0. A rebuild now happens beside
-    the live file; the leftover of a killed build is ignored by readers and cleared."""
+    """A kill at the start of assembly never leaves a store with its schema and no documents
+    for search to answer from with exit 0: a rebuild happens beside the live file, and the
+    leftover of a killed build is ignored by readers and cleared."""
     settings, _ = env
     assert _index(settings, capsys)[0] == 0
     before = _search_docs(settings, capsys)

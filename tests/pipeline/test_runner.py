@@ -24,9 +24,8 @@ def quiet(_msg: str) -> None:
 
 
 def test_a_subset_of_the_assembly_job_runs_with_the_processs_models(env):
-    """Failed on main: `job.get_subset` on a job whose `models` resource was replaced raised
-    DagsterInvalidDefinitionError ("resource with key 'models' provided to job conflicts
-    with resource provided to assets")."""
+    """A subset of the assembly job runs with the process's own `models` resource (no
+    DagsterInvalidDefinitionError about a resource provided twice)."""
     settings, _ = env
     run_index(settings, progress=quiet)
     result = run_job(settings, "assemble_indexes", asset_selection=[AssetKey("vector_index")])
@@ -39,9 +38,8 @@ def test_a_subset_of_the_assembly_job_runs_with_the_processs_models(env):
 
 
 def test_deleting_the_vector_file_is_repaired_by_the_next_index(env, capsys):
-    """Failed on main (issue 23, item 1): with only the vector file gone, every later
-    `kohaku index` exited 1 on the resource conflict; re-assembly alone must work and
-    search find the documents again."""
+    """With only the vector file gone, the next `kohaku index` re-assembles it alone and search
+    finds the documents again."""
     settings, corpus = env
     args = ["--lake", settings.lake_root, "--corpus", str(corpus)]
     assert cli_main(["index", *args]) == 0

@@ -1,4 +1,4 @@
-"""Issue 25's retrieval levers: sentence-window packing, the title/section field, the
+"""The retrieval levers: sentence-window packing, the title/section field, the
 fixed-size passage index and RM3 feedback, each shown changing what is retrieved or packed.
 
 Pure parts on hand-made inputs; the rest on a small lake indexed from Markdown documents,

@@ -40,7 +40,7 @@ def events_of(lines: list[str]) -> list[tuple[str, dict]]:
 
 
 def test_an_answer_is_found_again_by_its_id(app, lake: Path) -> None:
-    """Fails on main: no answer_id, no /api/answers."""
+    """Every answer has an id, and /api/answers/{id} finds it again."""
     with serving(app) as url:
         first = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
         answer_id = first["answer_id"]
@@ -59,7 +59,7 @@ def test_an_answer_is_found_again_by_its_id(app, lake: Path) -> None:
 
 
 def test_a_reload_mid_answer_follows_the_same_answer(app, lake: Path, qa: QAServer) -> None:
-    """Fails on main: the stream has no answer id to come back to."""
+    """A client reloading mid-answer follows the same answer by its id."""
     qa.default_delay = 0.8
     with serving(app) as url:
         with httpx.stream("POST", f"{url}/api/ask", json={"question": WATER_QUESTION, "stream": True}, timeout=30) as r:
@@ -83,8 +83,8 @@ def test_a_reload_mid_answer_follows_the_same_answer(app, lake: Path, qa: QAServ
 
 
 def test_clients_that_hang_up_give_their_queue_places_back(lake: Path, settings) -> None:
-    """Fails on main: the abandoned questions keep their places (the next client gets a 429),
-    are answered one by one, and are logged as served."""
+    """Questions whose clients hung up give their queue places back: the next client is not
+    refused (429), and the abandoned ones never reach the model nor the served log."""
     with QAServer() as slow:
         slow.default_delay = 3.0  # the first question's one answer call holds the model past the 2 s grace
         write_config(lake, "slow", slow.base_url, max_concurrent=1)
@@ -110,7 +110,7 @@ def test_clients_that_hang_up_give_their_queue_places_back(lake: Path, settings)
             time.sleep(max(0.0, hung_up + 2.3 - time.monotonic()))  # past the grace a reload would have
             later = httpx.post(f"{url}/api/ask", json={"question": Q_WATER}, timeout=30)
             t.join()
-        assert later.status_code == 200, later.text  # main: 429, the queue held by nobody
+        assert later.status_code == 200, later.text  # not 429: no queue place is held by nobody
         assert first["r"].status_code == 200
         asked = " ".join(json.dumps(r.body) for r in slow.requests)
         assert Q_GPU not in asked  # the abandoned question never reached the model
@@ -147,7 +147,7 @@ def test_a_second_client_of_the_same_question_keeps_it_alive(lake: Path, setting
 
 
 def test_the_time_shown_counts_the_wait_in_the_queue(lake: Path, settings) -> None:
-    """Fails on main: seconds started when the model started (16.2 s shown after 32.6 s)."""
+    """The seconds shown count the wait in the queue, not only the model's time."""
     with QAServer() as slow:
         slow.default_delay = 0.6
         write_config(lake, "slow", slow.base_url, max_concurrent=1)
@@ -172,7 +172,7 @@ def test_the_time_shown_counts_the_wait_in_the_queue(lake: Path, settings) -> No
 
 
 def test_stream_must_be_a_boolean(app) -> None:
-    """Fails on main: "stream": "yes" was answered as a plain request."""
+    """`stream` must be a boolean: "stream": "yes" is a 400, not a plain request."""
     with serving(app) as url:
         for path, body in (
             ("/v1/chat/completions", {"model": "fake", "messages": [{"role": "user", "content": WATER_QUESTION}]}),
@@ -185,7 +185,7 @@ def test_stream_must_be_a_boolean(app) -> None:
 
 
 def test_broken_configs_are_marked_unavailable_without_server_paths(app, lake: Path) -> None:
-    """Fails on main: a broken config was offered like any other, its error with absolute paths."""
+    """A broken config is listed as unavailable, with its reason and no server path."""
     (lake / "configs" / "broken.toml").write_text("[retrieval\nbudget_chars = 'x'\n")
     (lake / "configs" / "badkey.json").write_text(json.dumps({"retrieval": {"budget_charz": 100}}))
     with serving(app) as url:
@@ -203,7 +203,7 @@ def test_broken_configs_are_marked_unavailable_without_server_paths(app, lake: P
 
 
 def test_a_follow_up_is_answered_as_a_standalone_question(app, qa: QAServer) -> None:
-    """Fails on main: `history` was ignored and the follow-up answered as if alone."""
+    """A follow-up is rewritten from its `history` and answered as a standalone question."""
     history = [
         {"role": "user", "content": "How many watts did the A100 GPU draw?"},
         {"role": "assistant", "content": "400 W"},

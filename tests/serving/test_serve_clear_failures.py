@@ -12,8 +12,8 @@ from tests.support.serving_corpus import WATER_QUESTION
 
 
 def test_an_unreadable_manifest_is_a_503_with_the_reason(app, lake) -> None:
-    """Fails on main: /api/search 500 "internal error", /api/ask 503 "no index ... run
-    `kohaku index` first" (there is one), /healthz "ok"."""
+    """An unreadable manifest is a 503 with the reason from search and ask alike, not a 500 or
+    a claim that there is no index."""
     with serving(app) as url:
         assert httpx.get(f"{url}/healthz").json()["status"] == "ok"
         Lake(lake).manifest_path.write_text('{"format_version": ')

@@ -46,7 +46,7 @@ def set_reviewed(path: Path, question: str) -> None:
 
 
 def test_verdicts_become_a_question_file_that_counts_reviewed_rows(app, lake: Path) -> None:
-    """Fails on main: there was nowhere to say an answer is wrong."""
+    """Verdicts on answers become a question file, which counts the reviewed rows."""
     with serving(app) as url:
         water = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
         gpu = httpx.post(f"{url}/api/ask", json={"question": Q_GPU, "unit": "W"}, timeout=30).json()
@@ -148,7 +148,7 @@ def test_the_backfill_sensor_runs_the_feedback_configs_when_reviews_change(app, 
     with serving(app) as url:
         answer = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=30).json()
         httpx.post(f"{url}/api/feedback", json={"answer_id": answer["answer_id"], "verdict": "right"})
-    # Turned on: what is there is recorded, not run (issue 43: it ran everything at once).
+    # Turned on: what is there is recorded, not run (never everything at once).
     on = tick(None)
     assert isinstance(on, SensorResult) and not on.run_requests and "turned on" in str(on.skip_reason)
     assert "no newly reviewed" in str(tick(on.cursor).skip_message)  # a verdict waiting for review: nothing yet
@@ -160,8 +160,8 @@ def test_the_backfill_sensor_runs_the_feedback_configs_when_reviews_change(app, 
 
 
 def test_the_backfill_sensor_turned_on_runs_nothing_that_did_not_change(app, lake: Path) -> None:
-    # Failed on main: turned on over a lake with reviewed feedback, it ran every feedback
-    # config at once (re-failures of broken configs, no-ops of answered ones).
+    # Turned on over a lake with reviewed feedback, the backfill sensor runs nothing that did
+    # not change (no re-failures of broken configs, no no-ops of answered ones).
     resources = resources_for(KohakuSettings(lake_root=str(lake)))
     instance = DagsterInstance.ephemeral()
     data = json.loads((lake / "configs" / "fake.json").read_text())

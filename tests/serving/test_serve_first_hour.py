@@ -1,4 +1,4 @@
-"""Issue 43's ask-page items in a real headless Chromium against a real uvicorn and the fake
+"""The ask-page items in a real headless Chromium against a real uvicorn and the fake
 QA model server: the live reply reads as prose under a clock, evidence buttons that can be
 told apart (on a phone too), and the card's small warts."""
 
@@ -42,7 +42,7 @@ def _ask(driver, url: str, question: str, unit: str = "") -> None:
 
 
 def test_the_live_reply_reads_as_prose_under_a_clock(app, qa) -> None:
-    # Failed on main: the live box showed the raw JSON ({ "explanation": ...) and no clock.
+    # The live box shows the reply as prose under a clock, never its raw JSON.
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -135,8 +135,8 @@ def _evidence_buttons(driver) -> list[tuple[str, list[str]]]:
 
 @pytest.mark.parametrize("phone", [False, True], ids=["desktop", "phone"])
 def test_evidence_buttons_are_grouped_by_page_and_tell_passages_apart(tmp_path: Path, qa, phone: bool) -> None:
-    # Failed on main: one button per passage labelled only "p. 2" (x3) and "p. 1", in the
-    # context's order (p. 2, p. 1, p. 2, p. 2); only a tooltip told them apart.
+    # Evidence buttons are grouped by page, in page order, and each says which passage it
+    # is (not "p. 2" three times, told apart by a tooltip only).
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -186,8 +186,8 @@ def test_the_passage_stating_the_value_comes_first(tmp_path: Path, qa) -> None:
 
 
 def test_the_card_says_a_follow_up_was_answered_as_typed_and_lists_each_document_once(app, qa) -> None:
-    # Failed on main: a failed rewrite went unsaid, the card's answer line repeated its value
-    # ("0.18 L/kWh" under "0.18 L/kWh"), and the "wrong" form listed the cited document twice.
+    # A failed rewrite is said on the card, the answer line does not repeat its value, and
+    # the "wrong" form lists each cited document once.
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait

@@ -1,4 +1,4 @@
-"""Issue 43's JSON API items over real HTTP to a real uvicorn: no WattBot spelling in a
+"""The JSON API items over real HTTP to a real uvicorn: no WattBot spelling in a
 reply's unit, and a follow-up answered as typed says so."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ FOLLOW_UP = "And the water usage effectiveness?"
 
 
 def test_a_reply_without_an_asked_unit_has_a_null_unit(app) -> None:
-    # Failed on main: "unit": "is_blank" (the WattBot CSV's spelling) when no unit was asked.
+    # With no unit asked, the reply's unit is null, not the WattBot CSV's "is_blank".
     with serving(app) as url:
         plain = httpx.post(url + "/api/ask", json={"question": WATER_QUESTION}, timeout=60).json()
         with_unit = httpx.post(url + "/api/ask", json={"question": WATER_QUESTION, "unit": "L/kWh"}, timeout=60).json()
@@ -23,7 +23,7 @@ def test_a_reply_without_an_asked_unit_has_a_null_unit(app) -> None:
 
 
 def test_a_follow_up_whose_rewrite_failed_says_it_was_answered_as_typed(app, qa) -> None:
-    # Failed on main: the follow-up was answered as typed with nothing saying so.
+    # A follow-up whose rewrite failed is answered as typed, and the reply says so.
     history = [
         {"role": "user", "content": "How many watts did the A100 GPU draw?"},
         {"role": "assistant", "content": "400 W"},

@@ -58,8 +58,8 @@ def hostile_results(built_lake, tmp_path_factory) -> dict[tuple[str, str], httpx
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("case", CASES)
 def test_hostile_json_is_a_400_with_the_reason(hostile_results, route: str, case: str) -> None:
-    """Fails on main: the deep body and the long integer were 500s (a RecursionError and
-    Python's int-digits ValueError), a lone surrogate a 500 wherever it was next encoded."""
+    """A body nested too deep, an integer too long or a lone surrogate is a 400 that says why,
+    never a 500 from Python's recursion, int-digits or encoding limits."""
     response = hostile_results[(route, case)]
     assert response.status_code == 400, (response.status_code, response.text[:300])
     error = response.json()["error"]

@@ -35,7 +35,7 @@ def _set_source_url(lake: Path, doc_id: str, url: str) -> None:
 
 
 def test_a_javascript_url_in_the_lake_is_never_served(app, lake: Path) -> None:
-    """Fails on main: the ask page's source link was `javascript:alert(document.domain)`."""
+    """A `javascript:` URL in the lake never reaches the page as a source link."""
     _set_source_url(lake, "water", HOSTILE)
     with serving(app) as url:
         asked = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=60).json()
@@ -86,7 +86,7 @@ def test_metadata_drops_a_link_that_is_not_http_and_says_so(tmp_path: Path) -> N
 
 
 def test_a_stored_answer_from_before_the_rule_is_served_without_its_link(app, settings, lake: Path) -> None:
-    """Fails on main: an answer stored with a `javascript:` citation came back as it was kept."""
+    """An answer stored with a `javascript:` citation is served without that link."""
     with serving(app) as url:
         first = httpx.post(f"{url}/api/ask", json={"question": WATER_QUESTION}, timeout=60).json()
     with connection(Lake(lake)) as db, transaction(db):

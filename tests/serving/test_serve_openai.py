@@ -95,7 +95,7 @@ def test_streaming_types_the_explanation_and_answer_as_the_model_writes_them(cli
 
 
 def test_a_follow_up_is_answered_from_the_conversation(client, qa) -> None:
-    """Fails on main: only the last message was answered, as if it stood alone."""
+    """A follow-up is answered from the whole conversation, not as if it stood alone."""
     done = client.chat.completions.create(
         model="fake",
         messages=[
@@ -111,7 +111,8 @@ def test_a_follow_up_is_answered_from_the_conversation(client, qa) -> None:
 
 
 def test_a_stream_is_typed_before_the_reply_is_complete_and_adds_up_to_the_plain_reply(client, qa) -> None:
-    """Fails on main: `stream_options.include_usage` was ignored and every usage was 0."""
+    """A stream is typed before the reply is complete, adds up to the plain reply, and honours
+    `stream_options.include_usage`."""
     qa.stream_pause = 0.03
     stream = client.chat.completions.create(
         model="fake",

@@ -59,7 +59,7 @@ def answer_id_in_url(driver) -> str:  # noqa: ANN001
 
 
 def test_a_reload_mid_answer_and_a_shared_link_show_the_same_answer(app, qa: QAServer) -> None:
-    """Fails on main: a reload lost the question, the config and the answer."""
+    """A reload mid-answer and a shared link show the same question, config and answer."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -94,7 +94,7 @@ def test_a_reload_mid_answer_and_a_shared_link_show_the_same_answer(app, qa: QAS
 
 
 def test_on_a_phone_the_page_is_one_column_with_a_full_width_page_image(app) -> None:
-    """Fails on main: at 375 px the evidence kept two columns and a 158 px page image."""
+    """At 375 px the page is one column and the page image takes the full width."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -122,7 +122,7 @@ def test_on_a_phone_the_page_is_one_column_with_a_full_width_page_image(app) -> 
 
 
 def test_a_follow_up_on_the_page_says_what_it_answered(app, qa: QAServer) -> None:
-    """Fails on main: the page sent the follow-up alone."""
+    """The page sends a follow-up with its conversation and says what it answered."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -141,8 +141,8 @@ def test_a_follow_up_on_the_page_says_what_it_answered(app, qa: QAServer) -> Non
 
 
 def test_errors_empty_questions_chips_and_the_code_panel(app, lake: Path, qa: QAServer) -> None:
-    """Fails on main: an empty question did nothing, the failed stage stayed lit as if
-    working, every snippet of one document had its own chip, no code panel."""
+    """An empty question says so, a failed stage stops looking busy, one document is one chip,
+    and the code panel shows the call."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -180,7 +180,7 @@ def test_errors_empty_questions_chips_and_the_code_panel(app, lake: Path, qa: QA
         driver.find_element(By.CSS_SELECTOR, "#chips .chip").click()
         tabs = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#evidence-pages .page-tab")]
         pages = [t.text for t in driver.find_elements(By.CSS_SELECTOR, "#evidence-pages .page-label")]
-        # grouped by page; passages of one text are told apart by number (issue 43)
+        # grouped by page; passages of one text are told apart by number
         assert pages == ["p. 1", "p. 2"]
         assert tabs == [f"The water usage effectiveness was… ({n})" for n in (1, 2, 3)]
         driver.find_element(By.ID, "code-link").click()

@@ -73,8 +73,8 @@ def under(pdf_path: Path, rect) -> str:  # noqa: ANN001
 
 
 def test_a_pdf_table_is_a_record_with_a_node_per_row_and_a_box_per_cell(energy_pdf: Path) -> None:
-    """Fails on main: a table was one sentence of `a | b | c` lines, its column names only
-    in its first line, with one rectangle per printed row."""
+    """A PDF table is a record: a node per row, column names carried by every row, a box per
+    cell (not one sentence of `a | b | c` lines with a rectangle per printed row)."""
     nodes = build_tree(parse_pdf(energy_pdf, "energy"), split_sentences)
     para = table_paragraph(nodes)
     table = para.table
@@ -118,8 +118,8 @@ def pixels(png: bytes) -> np.ndarray:
 
 
 def test_the_page_highlights_the_cell_its_row_label_and_its_column_header(energy_pdf: Path, tmp_path: Path) -> None:
-    """Fails on main: the whole row was highlighted, so nothing told the reader which
-    column the number came from; the text view and the citation name the cell."""
+    """The page highlights the cited cell, its row label and its column header (not the whole
+    row); the text view and the citation name the cell."""
     import httpx
 
     lake = tmp_path / "lake"
@@ -160,8 +160,8 @@ ENERGY_QUESTION = "How much device energy did run B use?"
 def test_the_answer_card_names_the_cell_and_the_page_marks_it(
     energy_pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Fails on main: the card said nothing of where in the table the value came from, and the
-    page marked the whole row. Set KOHAKU_SCREENSHOTS to a folder to keep the screenshots
+    """The answer card names the cell the value came from, and the page marks that cell, not
+    the whole row. Set KOHAKU_SCREENSHOTS to a folder to keep the screenshots
     (docs/images/table_cell_*.png come from this test)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
@@ -207,9 +207,9 @@ TOGETHER_QUESTION = "How much device energy did runs B and C use together, in MW
 def test_a_value_computed_from_named_cells_names_both_and_the_page_marks_the_cell(
     energy_pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Fails on main: the reply could not name cells; a sum over two cells in another unit
-    (41.0 + 77.3 kWh = 0.1183 MWh) was the model's own arithmetic, and the card named no
-    cell since no cell states the sum. With `table_cells = "named"` the model names the two
+    """A sum over two cells in another unit (41.0 + 77.3 kWh = 0.1183 MWh) is computed by the
+    code from the cells the reply names, not by the model, and the card names both cells
+    though no cell states the sum. With `table_cells = "named"` the model names the two
     cells, the code adds them and converts kWh to MWh; the card names both cells and the page
     marks both, with their row labels and header. KOHAKU_SCREENSHOTS keeps the screenshots
     (docs/images/table_cells_named_*.png)."""

@@ -22,8 +22,8 @@ def _post(url: str, forwarded_for: str | None = None) -> int:
 
 
 def test_a_forwarded_header_from_an_untrusted_peer_is_ignored(lake: Path) -> None:
-    """Fails on main: uvicorn trusted the header from loopback, so each post naming a new
-    address had a budget of its own (10 of 10 let through)."""
+    """X-Forwarded-For from a peer that is no configured proxy is ignored: posts naming new
+    addresses share the one peer's budget."""
     with kohaku_serve(lake, "--config", "fake", "--feedback-per-minute", "5") as url:
         codes = [_post(url, f"10.0.0.{i}") for i in range(10)]
     assert codes == [404] * 5 + [429] * 5, codes

@@ -45,8 +45,8 @@ def ask(url: str, question: str, unit: str | None = None) -> dict:
 
 
 def test_a_lone_cr_in_a_comment_does_not_undo_a_review(app, lake: Path) -> None:
-    """Fails on main: the cell was written unquoted, the row split, the review lost and
-    `kohaku eval --questions feedback` refused the file (an id twice)."""
+    """A lone CR in a comment is quoted in its cell: the row stays whole, the review is kept and
+    `kohaku eval --questions feedback` reads the file."""
     path = feedback_set_path(Lake(lake))
     with serving(app) as url:
         gpu = ask(url, Q_GPU, "W")
@@ -83,8 +83,8 @@ FORMULAS = ['=HYPERLINK("http://evil.example","click")', "+cmd|' /C calc'!A0", "
 
 
 def test_formula_cells_are_neutralised_and_read_back_as_written(app, lake: Path) -> None:
-    """Fails on main: `=HYPERLINK(...)`, `+cmd|...`, `@SUM(...)` were written verbatim into a
-    file the docs tell reviewers to open in a spreadsheet."""
+    """Formula cells (`=HYPERLINK(...)`, `+cmd|...`, `@SUM(...)`) are neutralised in a file the
+    docs tell reviewers to open in a spreadsheet, and read back as written."""
     path = feedback_set_path(Lake(lake))
     asked = f"{FORMULAS[0]} {WATER_QUESTION}"
     with FormulaServer() as llm, serving(app) as url:
@@ -114,7 +114,7 @@ def test_formula_cells_are_neutralised_and_read_back_as_written(app, lake: Path)
 
 
 def test_a_feedback_flood_is_capped(settings, lake: Path) -> None:
-    """Fails on main: 6,691 posts in 420 s were all kept, each rewriting the whole table."""
+    """A feedback flood is capped per minute and per answer."""
     app = build_app(dataclasses.replace(settings, feedback_per_minute=6, feedback_per_answer=3))
     with serving(app) as url:
         first, second = ask(url, WATER_QUESTION), ask(url, Q_GPU, "W")
