@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from kohaku_assets.cli.commands import SettingsOf, Subcommands
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_config, run_ensemble
 from kohaku_rag.answering import qa_tables as st
@@ -192,11 +193,7 @@ def _eval_ensemble(
     return name, load_questions(config_of(settings.lake, spec.configs[0]).questions), answers
 
 
-def add_parsers(
-    sub: argparse._SubParsersAction,
-    common: argparse.ArgumentParser,
-    settings_of: Callable[[argparse.Namespace], KohakuSettings],
-) -> None:
+def add_parsers(sub: Subcommands, common: argparse.ArgumentParser, settings_of: SettingsOf) -> None:
     p = sub.add_parser("ask", parents=[common], help="answer one question with citations")
     p.add_argument("question")
     p.add_argument("--config", default=None, help="config name in the configs folder (default: built-in defaults)")

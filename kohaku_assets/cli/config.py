@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kohaku_assets.cli.commands import SettingsOf, Subcommands
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering.config_folder import config_of
 from kohaku_rag.answering.qa_config import QAConfig
@@ -86,11 +86,7 @@ def cmd_config(args: argparse.Namespace, settings: KohakuSettings) -> int:
     return 0
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    common: argparse.ArgumentParser,
-    settings_of: Callable[[argparse.Namespace], KohakuSettings],
-) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser, settings_of: SettingsOf) -> None:
     p = sub.add_parser("config", parents=[common], help="show a config resolved, or diff two configs")
     p.add_argument("action", choices=("show", "diff"))
     p.add_argument("names", nargs="+", help="config names (in the configs folder) or config files")

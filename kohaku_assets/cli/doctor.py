@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from kohaku_assets.cli.commands import SettingsOf, Subcommands
 from kohaku_assets.instance import fail_orphaned_runs, instance_for, orphaned_runs
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import run_index
@@ -117,11 +118,7 @@ def cmd_doctor(args: argparse.Namespace, settings: KohakuSettings) -> int:
     return 1 if any(f.repairable for f in found) else 0
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    common: argparse.ArgumentParser,
-    settings_of: Callable[[argparse.Namespace], KohakuSettings],
-) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser, settings_of: SettingsOf) -> None:
     p = sub.add_parser(
         "doctor", parents=[common], help="check the whole lake (tables, indexes, runs) and print the fixes"
     )

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from kohaku_assets.assets import PER_CONFIG
+from kohaku_assets.cli.commands import SettingsOf, Subcommands
 from kohaku_assets.dagster_private import PartitionBackfill, make_new_backfill_id
 from kohaku_assets.definitions import defs
 from kohaku_assets.instance import instance_for
@@ -201,11 +202,7 @@ def cmd_report(args: argparse.Namespace, settings: KohakuSettings) -> int:
     return 0
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    common: argparse.ArgumentParser,
-    settings_of: Callable[[argparse.Namespace], KohakuSettings],
-) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser, settings_of: SettingsOf) -> None:
     p = sub.add_parser("sweep", parents=[common], help="compute every member of a sweep (configs/sweeps/NAME.toml)")
     p.add_argument("name")
     p.add_argument("--estimate-only", action="store_true", help="print the cost estimate and stop")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 
 import pyarrow.parquet as pq
 
+from kohaku_assets.cli.commands import SettingsOf, Subcommands
 from kohaku_assets.resources import KohakuSettings
 from kohaku_rag.answering import qa_tables as st
 from kohaku_rag.answering.compute import Working
@@ -90,11 +90,7 @@ def explain_text(settings: KohakuSettings, question_id: str, config: str, run: i
     return "\n".join(out) + "\n"
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    common: argparse.ArgumentParser,
-    settings_of: Callable[[argparse.Namespace], KohakuSettings],
-) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser, settings_of: SettingsOf) -> None:
     p = sub.add_parser(
         "explain", parents=[common], help="one question through a config's stored run: context, prompt, reply, vote"
     )

@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from kohaku_assets.cli.commands import Subcommands
 from kohaku_rag.answering.qa_config import DEFAULT_METRIC, METRICS
 from kohaku_rag.answers.question_files import load_questions
 from kohaku_rag.evaluation.metrics import score_with
@@ -35,7 +36,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: Subcommands) -> None:
     p = sub.add_parser("score", help="score a WattBot submission CSV against a gold question file (no lake, no LLM)")
     p.add_argument("--questions", required=True, help="gold WattBot question file (with answer_value filled)")
     p.add_argument("--submission", required=True, help="submission CSV (id, answer_value, ref_id, ...)")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
 
+from kohaku_assets.cli.commands import SettingsOf, Subcommands
 from kohaku_assets.resources import KohakuSettings
 from kohaku_assets.runner import PROCESS_MODELS
 from kohaku_rag.answering.config_folder import config_files, configs_dir
@@ -61,11 +61,7 @@ def cmd_serve(args: argparse.Namespace, settings: KohakuSettings) -> int:
     return 0
 
 
-def add_parser(
-    sub: argparse._SubParsersAction,
-    common: argparse.ArgumentParser,
-    settings_of: Callable[[argparse.Namespace], KohakuSettings],
-) -> None:
+def add_parser(sub: Subcommands, common: argparse.ArgumentParser, settings_of: SettingsOf) -> None:
     p = sub.add_parser(
         "serve", parents=[common], help="serve the ask page, a JSON API and an OpenAI-compatible endpoint"
     )
