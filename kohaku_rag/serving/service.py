@@ -41,7 +41,9 @@ from kohaku_rag.serving.gate import Gate
 from kohaku_rag.serving.served import StoredKey, append_served, response_by_id, response_by_key, typical_seconds
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import (
+    bounded_quote,
     cell_citation,
+    cut_text,
     is_table,
     record_quote,
     row_index,
@@ -453,7 +455,8 @@ class AnswerService:
             "title": title,
             "url": url,
             "text": item.text,
-            "quote": quote,
+            # bounded: a long sentence is cut, a table quotes at most QUOTE_ROWS rows (table_rows.py)
+            "quote": cut_text(quote),
             # a cited table's cell stating the value: {"table", "row", "column"} (or null)
             "cell": cell,
             # every cell the value was read or computed from, each named ([] when none)
@@ -493,12 +496,8 @@ class AnswerService:
             cells.append({"table": table.label or "table", "row": o.table_row, "column": o.table_column})
             marked.append(table.rows[row].cells[table.columns.index(o.table_column)])
         sentence = next((c for c in children if len(set(rows)) == 1 and row_index(para, c) == rows[0]), para)
-        quote = "\n".join(
-            [
-                *([table.caption] if table.caption else []),
-                *(row_record(table, table.rows[i]) for i in dict.fromkeys(rows)),
-            ]
-        )
+        quoted = [row_record(table, table.rows[i]) for i in dict.fromkeys(rows)]
+        quote = bounded_quote([table.caption] if table.caption else [], quoted, len(quoted))
         return quote, sentence.node_id, cells, marked
 
     def _table_citation(self, item: ContextItem, value: str) -> tuple[str, str, dict[str, str] | None] | None:
