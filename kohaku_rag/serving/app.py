@@ -3,6 +3,9 @@ asked) CORS for one origin."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -34,9 +37,22 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
         routes=[*api.ROUTES, *openai_routes.ROUTES, *openapi.ROUTES, *page.ROUTES],
         middleware=middleware,
         exception_handlers=HANDLERS,
+        lifespan=_lifespan,
     )
     app.state.service = AnswerService(settings, models)
-    app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after)
+    app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after, settings.job_lease)
     app.state.feedback_rate = ClientRate(settings.feedback_per_minute)
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: Starlette) -> AsyncIterator[None]:
+    """At startup the lease timer starts (a restarted process takes over at once the jobs
+    its previous life left running); at shutdown it stops."""
+    jobs: AnswerJobs = app.state.jobs
+    jobs.keep_leases()
+    try:
+        yield
+    finally:
+        await jobs.stop_leases()

@@ -238,11 +238,13 @@ class AnswerService:
         admitted: Callable[[], None] = lambda: None,
         answer_id: str = "",
         history: tuple[Turn, ...] = (),
+        taken_over: bool = False,
     ) -> Answered:
         """The answer as JSON: from a stored answer at once when the same question was
         answered with the same config and index, else through the config's queue
         (`admitted` hears when it leaves the queue). A follow-up (`history`: the earlier
-        turns) is first rewritten into a standalone question by the LLM, in the queue.
+        turns) is first rewritten into a standalone question by the LLM, in the queue. An
+        answer `taken_over` from a process that died waits in the queue even when it is full.
         `seconds` counts from `started` (the request's arrival), the wait in the queue
         included. Nothing is recorded as served here: `deliver` does that once a client got
         it. File and model work runs in worker threads: the event loop only routes events."""
@@ -296,7 +298,10 @@ class AnswerService:
                 self._stored[done_key] = response
             return Answered(done_key, response)
 
-        async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
+        def on_queued(place: int) -> None:
+            progress({"stage": "queued", "place": place})
+
+        async with self.gate(named.config).slot(on_queued, refuse_when_full=not taken_over):
             admitted()
             queued = time.perf_counter() - started
             answered = await anyio.to_thread.run_sync(lambda: answer(queued))

@@ -24,6 +24,9 @@ class ServeSettings:
     # any other peer the header is ignored, so a client cannot pick its own rate budget
     trusted_proxies: tuple[str, ...] = ()
     abandon_after: float = 2.0  # seconds a queued question nobody follows keeps its place (a reload reconnects)
+    # seconds a process's hold on the jobs it answers lasts unless renewed (it renews four
+    # times a lease): a job whose process died is taken over or failed within about 1.25 leases
+    job_lease: float = 20.0
 
 
 def check_exposure(host: str, api_key: str | None, no_auth: bool) -> str | None:
