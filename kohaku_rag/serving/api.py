@@ -84,33 +84,30 @@ def wants_stream(request: Request, body: dict[str, Any]) -> bool:
     return stream is True or "text/event-stream" in request.headers.get("accept", "")
 
 
-MAX_HISTORY_CHARS = 60_000  # a conversation's earlier turns, all together (the body cap is 64 kB)
-MAX_TURN_CHARS = 20_000
+MAX_TURN_CHARS = 20_000  # of each earlier turn kept (the follow-up rewrite reads far less of it)
 KEEP_TURNS = 12  # the last turns kept: rewriting a follow-up needs only the recent ones
 
 
 def history_of(raw: object, where: str) -> tuple[Turn, ...]:
     """A conversation's earlier turns: [{"role": "user" | "assistant", "content": str}, ...]
     (other roles, such as a chat client's system prompt, are left out). Any number of
-    messages (a chat front end sends the whole conversation); their characters are capped,
-    and only the last `KEEP_TURNS` turns are used."""
+    messages of any length (a chat front end sends the whole conversation, however long):
+    only the last `KEEP_TURNS` turns are kept, each cut to its first `MAX_TURN_CHARS`
+    characters, so a long chat is answered from its recent turns, never refused for length
+    (the body cap bounds what a request may send at all)."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise ApiError(400, f"{where}: give a list of {{role, content}} messages")
     turns = []
-    total = 0
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise ApiError(400, f"{where}[{i}]: give an object {{role, content}}")
         content = text_of(m.get("content"))
-        if content is None or len(content) > MAX_TURN_CHARS:
-            raise ApiError(400, f"{where}[{i}].content: give text of at most {MAX_TURN_CHARS} characters")
-        total += len(content)
-        if total > MAX_HISTORY_CHARS:
-            raise ApiError(400, f"{where}: at most {MAX_HISTORY_CHARS} characters in all")
+        if content is None:
+            raise ApiError(400, f"{where}[{i}].content: give text")
         if m.get("role") in ("user", "assistant") and content.strip():
-            turns.append(Turn(m["role"], content))
+            turns.append(Turn(m["role"], content[:MAX_TURN_CHARS]))
     return tuple(turns[-KEEP_TURNS:])
 
 

@@ -30,7 +30,8 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
                 allow_headers=["Authorization", "Content-Type"],
             )
         )
-    middleware.append(Middleware(BodyLimit, limit=settings.max_body_bytes))
+    wider = {openai_routes.CHAT_PATH: settings.max_chat_body_bytes}
+    middleware.append(Middleware(BodyLimit, limit=settings.max_body_bytes, wider=wider))
     if settings.api_key:
         middleware.append(Middleware(BearerAuth, key=settings.api_key))
     app = Starlette(

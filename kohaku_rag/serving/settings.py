@@ -15,6 +15,9 @@ class ServeSettings:
     api_key: str | None = None  # every request but the page's files needs `Authorization: Bearer <key>`
     cors_origin: str | None = None  # the one origin allowed cross-origin calls (None: no CORS)
     max_body_bytes: int = 64_000
+    # `/v1/chat/completions` carries the whole conversation a chat front end holds: its cap
+    # stops abuse, far above any chat (a 1,500-character reply a turn: ~2,500 exchanges)
+    max_chat_body_bytes: int = 4_000_000
     max_question_chars: int = 2_000
     queue_size: int = 8  # requests that may wait for a busy LLM backend; more get a 429
     render_dpi: int = 110  # page images
