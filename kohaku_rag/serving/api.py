@@ -17,7 +17,7 @@ from kohaku_rag.answering.followup import Turn
 from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
-from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
+from kohaku_rag.serving.feedback import VERDICTS, QuestionSetWriter, feedback_set_path, keep_feedback, question_id
 from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
 from kohaku_rag.serving.leases import TAKEN_OVER, job_of
 from kohaku_rag.serving.limits import ClientAddress, ClientRate
@@ -258,7 +258,8 @@ FEEDBACK_LIMITS = {"correct_value": 200, "correct_unit": 100, "correct_ref": 200
 async def feedback(request: Request) -> Response:
     """A verdict on an answer: `{answer_id, verdict: "right" | "wrong", correct_value?,
     correct_unit?, correct_ref?, comment?}`. Kept in served_feedback; the `feedback` question
-    set (qa/question_sets/feedback.csv) is rebuilt from it, its new row waiting for review."""
+    set (qa/question_sets/feedback.csv) is rebuilt from it in the background (feedback.py),
+    its new row waiting for review."""
     jobs = jobs_of(request)
     service = jobs.service
     rate: ClientRate = request.app.state.feedback_rate
@@ -301,15 +302,17 @@ async def feedback(request: Request) -> Response:
         **fields,
     }
     limit = service.settings.feedback_per_answer
-    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row, limit))
-    if path is None:
+    kept = await anyio.to_thread.run_sync(lambda: keep_feedback(service.lake, row, limit))
+    if not kept:
         raise ApiError(429, f"answer_id: this answer already has {limit} verdicts; no more are kept",
                        code="feedback_full")  # fmt: skip
+    writer: QuestionSetWriter = request.app.state.feedback_set
+    writer.request()  # the file follows in the background: a post never waits for a whole rebuild
     return JSONResponse(
         {
             "kept": True,
             "question_id": question_id(response["question"]),
-            "question_set": service.lake_relative(str(path)),
+            "question_set": service.lake_relative(str(feedback_set_path(service.lake))),
         }
     )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -13,6 +14,7 @@ from starlette.middleware.cors import CORSMiddleware
 from kohaku_rag.models import ModelPool
 from kohaku_rag.serving import api, openai_routes, openapi, page
 from kohaku_rag.serving.errors import HANDLERS
+from kohaku_rag.serving.feedback import QuestionSetWriter
 from kohaku_rag.serving.jobs import AnswerJobs
 from kohaku_rag.serving.limits import BearerAuth, BodyLimit, ClientAddress, ClientRate
 from kohaku_rag.serving.service import AnswerService
@@ -42,6 +44,7 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
     )
     app.state.service = AnswerService(settings, models)
     app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after, settings.job_lease)
+    app.state.feedback_set = QuestionSetWriter(app.state.service.lake)
     app.state.feedback_rate = ClientRate(settings.feedback_per_minute)
     app.state.client_address = ClientAddress(settings.trusted_proxies)
     return app
@@ -50,10 +53,13 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
 @asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     """At startup the lease timer starts (a restarted process takes over at once the jobs
-    its previous life left running); at shutdown it stops."""
+    its previous life left running); at shutdown it stops, and the feedback question set
+    gets the verdicts still waiting for a rebuild."""
     jobs: AnswerJobs = app.state.jobs
+    writer: QuestionSetWriter = app.state.feedback_set
     jobs.keep_leases()
     try:
         yield
     finally:
         await jobs.stop_leases()
+        await anyio.to_thread.run_sync(writer.flush)
