@@ -15,7 +15,7 @@ The server does not rebuild the file in the request that posts a verdict: a rebu
 every verdict, so at 10,000 of them each post would wait seconds. The post commits its row
 to the store (what "kept" means) and asks the process's `QuestionSetWriter` for a rebuild,
 which runs in the background; posts that arrive while one runs share the next. The file
-follows the store within a rebuild's time, and a stopping server finishes it first."""
+follows the store within a few rebuilds' time, and a stopping server finishes it first."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -214,13 +215,19 @@ def write_question_set(lake: Lake) -> Path:
 
 class QuestionSetWriter:
     """A process's rebuilds of the question set, in a background thread and coalesced:
-    `request` returns at once; a rebuild then runs, and every request made while it runs is
-    served by one more rebuild after it (which reads the store after their verdicts were
-    committed). The thread ends when nothing is wanted and starts again on the next request."""
+    `request` returns at once; a rebuild then runs, and every request made while it runs, or
+    while the thread rests after it, is served by one more rebuild (which reads the store
+    after their verdicts were committed). After a rebuild of d seconds the thread rests
+    `REST` × d: a rebuild is Python work that holds the interpreter, and posts arriving
+    back to back must not find one always running. The thread ends when nothing is wanted
+    and starts again on the next request."""
+
+    REST = 3.0
 
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
         self._changed = threading.Condition()
+        self._hurry = threading.Event()  # set by `flush`: no rest before the next rebuild
         self._wanted = 0  # requests made
         self._done = 0  # requests a finished rebuild covers
         self._worker: threading.Thread | None = None
@@ -234,9 +241,13 @@ class QuestionSetWriter:
 
     def flush(self, timeout: float = 60.0) -> bool:
         """Wait until every request made so far is in the file (False: not within `timeout`)."""
-        with self._changed:
-            target = self._wanted
-            return self._changed.wait_for(lambda: self._done >= target, timeout)
+        self._hurry.set()
+        try:
+            with self._changed:
+                target = self._wanted
+                return self._changed.wait_for(lambda: self._done >= target, timeout)
+        finally:
+            self._hurry.clear()
 
     def _work(self) -> None:
         while True:
@@ -245,6 +256,7 @@ class QuestionSetWriter:
                     self._worker = None
                     return
                 target = self._wanted
+            started = time.monotonic()
             try:
                 write_question_set(self.lake)
             except Exception as exc:  # the verdicts are in the store; the next rebuild writes them
@@ -252,3 +264,4 @@ class QuestionSetWriter:
             with self._changed:
                 self._done = target
                 self._changed.notify_all()
+            self._hurry.wait(self.REST * (time.monotonic() - started))
