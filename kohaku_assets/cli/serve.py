@@ -34,6 +34,9 @@ def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[
     for flag in ("feedback_per_minute", "feedback_per_answer"):
         if getattr(args, flag, 1) < 1:
             raise ValueError(f"--{flag.replace('_', '-')}: give a whole number of at least 1")
+    lease = getattr(args, "job_lease", ServeSettings.job_lease)
+    if not 1 <= lease <= 3600:
+        raise ValueError("--job-lease: give seconds from 1 to 3600")
     proxies = tuple(getattr(args, "trusted_proxy", None) or ())
     proxy_networks(proxies)  # a value that is no address is refused before the server starts
     served = ServeSettings(
@@ -44,6 +47,7 @@ def serve_settings(args: argparse.Namespace, settings: KohakuSettings) -> tuple[
         feedback_per_minute=getattr(args, "feedback_per_minute", ServeSettings.feedback_per_minute),
         feedback_per_answer=getattr(args, "feedback_per_answer", ServeSettings.feedback_per_answer),
         trusted_proxies=proxies,
+        job_lease=lease,
     )
     return served, warning
 
@@ -99,5 +103,14 @@ def add_parser(sub: Subcommands, common: argparse.ArgumentParser, settings_of: S
         metavar="ADDRESS",
         help="a reverse proxy (IP address or network; repeat for more) whose X-Forwarded-For names the client "
         "for the feedback rate; from any other peer the header is ignored (default: none)",
+    )
+    p.add_argument(
+        "--job-lease",
+        type=float,
+        default=ServeSettings.job_lease,
+        metavar="SECONDS",
+        help="how long a process's hold on the answers it is working on lasts unless renewed: when a process "
+        "dies, another on the lake takes its answers over (or fails them with the reason) within about "
+        "1.25 times this (default: %(default)s)",
     )
     p.set_defaults(func=lambda args: cmd_serve(args, settings_of(args)))

@@ -17,11 +17,11 @@ from kohaku_rag.answering.followup import Turn
 from kohaku_rag.errors import IndexUnavailable
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
 from kohaku_rag.serving.errors import ApiError
-from kohaku_rag.serving.feedback import VERDICTS, append_feedback, question_id
+from kohaku_rag.serving.feedback import VERDICTS, QuestionSetWriter, feedback_set_path, keep_feedback, question_id
 from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
+from kohaku_rag.serving.leases import TAKEN_OVER, job_of
 from kohaku_rag.serving.limits import ClientAddress, ClientRate
 from kohaku_rag.serving.request_json import parse_body
-from kohaku_rag.serving.served_store import job_of
 from kohaku_rag.serving.service import Answered, AnswerService
 from kohaku_rag.serving.sse import event
 
@@ -84,33 +84,30 @@ def wants_stream(request: Request, body: dict[str, Any]) -> bool:
     return stream is True or "text/event-stream" in request.headers.get("accept", "")
 
 
-MAX_HISTORY_CHARS = 60_000  # a conversation's earlier turns, all together (the body cap is 64 kB)
-MAX_TURN_CHARS = 20_000
+MAX_TURN_CHARS = 20_000  # of each earlier turn kept (the follow-up rewrite reads far less of it)
 KEEP_TURNS = 12  # the last turns kept: rewriting a follow-up needs only the recent ones
 
 
 def history_of(raw: object, where: str) -> tuple[Turn, ...]:
     """A conversation's earlier turns: [{"role": "user" | "assistant", "content": str}, ...]
     (other roles, such as a chat client's system prompt, are left out). Any number of
-    messages (a chat front end sends the whole conversation); their characters are capped,
-    and only the last `KEEP_TURNS` turns are used."""
+    messages of any length (a chat front end sends the whole conversation, however long):
+    only the last `KEEP_TURNS` turns are kept, each cut to its first `MAX_TURN_CHARS`
+    characters, so a long chat is answered from its recent turns, never refused for length
+    (the body cap bounds what a request may send at all)."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise ApiError(400, f"{where}: give a list of {{role, content}} messages")
     turns = []
-    total = 0
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise ApiError(400, f"{where}[{i}]: give an object {{role, content}}")
         content = text_of(m.get("content"))
-        if content is None or len(content) > MAX_TURN_CHARS:
-            raise ApiError(400, f"{where}[{i}].content: give text of at most {MAX_TURN_CHARS} characters")
-        total += len(content)
-        if total > MAX_HISTORY_CHARS:
-            raise ApiError(400, f"{where}: at most {MAX_HISTORY_CHARS} characters in all")
+        if content is None:
+            raise ApiError(400, f"{where}[{i}].content: give text")
         if m.get("role") in ("user", "assistant") and content.strip():
-            turns.append(Turn(m["role"], content))
+            turns.append(Turn(m["role"], content[:MAX_TURN_CHARS]))
     return tuple(turns[-KEEP_TURNS:])
 
 
@@ -194,29 +191,33 @@ def wants_events(request: Request) -> bool:
 
 async def answer_elsewhere(request: Request, jobs: AnswerJobs, answer_id: str) -> Response:
     """An answer another server process on the lake started: its answer once done (this
-    process delivers it), 202 while it runs, or as SSE its `done` once it arrives."""
+    process delivers it), 202 while it runs, or as SSE its `done` once it arrives. A job
+    whose process died is taken over by a live one, or fails with the reason, once its lease
+    runs out (leases.py); the client hears which (`taken_over` while it runs again)."""
     lake = jobs.service.lake
+    jobs.keep_leases()
     found = await anyio.to_thread.run_sync(lambda: job_of(lake, answer_id))
     if found is None:
         raise ApiError(404, f"no answer {answer_id[:40]!r} (answers are kept while the server runs, "
                        "and once delivered in served_answers)")  # fmt: skip
     head = {"answer_id": answer_id, "question": found["question"], "config": found["config"]}
     if not wants_events(request):
-        return (
-            await _finished_elsewhere(jobs, found)
-            if found["state"] != "running"
-            else JSONResponse(
-                {**head, "status": "running", "stage": "answering on another server process", "place": None}, 202
-            )
-        )
+        if found["state"] != "running":
+            return await _finished_elsewhere(jobs, found)
+        running = {**head, "status": "running", "stage": "answering on another server process", "place": None}
+        return JSONResponse({**running, **_taken_over(found)}, 202)
 
     async def events() -> AsyncIterator[str]:
         yield event("answer", head)
-        yield event("progress", {"stage": "answering on another server process"})
+        yield event("progress", {"stage": "answering on another server process", **_taken_over(found)})
         current: dict[str, Any] | None = found
+        runs = found["runs"]
         for _ in range(int(RESUME_WAIT_SECONDS / RESUME_POLL_SECONDS)):
-            if current is not None and current["state"] != "running":
+            if current is None or current["state"] != "running":
                 break
+            if current["runs"] != runs:  # its process died: another one answers it again
+                runs = current["runs"]
+                yield event("progress", {"stage": "taken over", **_taken_over(current)})
             await asyncio.sleep(RESUME_POLL_SECONDS)
             current = await anyio.to_thread.run_sync(lambda: job_of(lake, answer_id))
         if current is None or current["state"] == "running":
@@ -229,6 +230,11 @@ async def answer_elsewhere(request: Request, jobs: AnswerJobs, answer_id: str) -
             yield event("done", response)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
+
+
+def _taken_over(found: dict[str, Any]) -> dict[str, str]:
+    """`{"taken_over": why}` for a job answered again after its first process died, else {}."""
+    return {"taken_over": TAKEN_OVER} if (found.get("runs") or 1) > 1 else {}
 
 
 async def _deliver_elsewhere(jobs: AnswerJobs, found: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +258,8 @@ FEEDBACK_LIMITS = {"correct_value": 200, "correct_unit": 100, "correct_ref": 200
 async def feedback(request: Request) -> Response:
     """A verdict on an answer: `{answer_id, verdict: "right" | "wrong", correct_value?,
     correct_unit?, correct_ref?, comment?}`. Kept in served_feedback; the `feedback` question
-    set (qa/question_sets/feedback.csv) is rebuilt from it, its new row waiting for review."""
+    set (qa/question_sets/feedback.csv) is rebuilt from it in the background (feedback.py),
+    its new row waiting for review."""
     jobs = jobs_of(request)
     service = jobs.service
     rate: ClientRate = request.app.state.feedback_rate
@@ -269,6 +276,7 @@ async def feedback(request: Request) -> Response:
     if response is None:
         response = await anyio.to_thread.run_sync(lambda: service.served_answer(answer_id))
     if response is None:
+        await _no_answer_yet(service, job, answer_id)
         raise ApiError(404, f"answer_id: no answer {answer_id[:40]!r} to give feedback on")
     verdict = body.get("verdict")
     if verdict not in VERDICTS:
@@ -294,17 +302,36 @@ async def feedback(request: Request) -> Response:
         **fields,
     }
     limit = service.settings.feedback_per_answer
-    path = await anyio.to_thread.run_sync(lambda: append_feedback(service.lake, row, limit))
-    if path is None:
+    kept = await anyio.to_thread.run_sync(lambda: keep_feedback(service.lake, row, limit))
+    if not kept:
         raise ApiError(429, f"answer_id: this answer already has {limit} verdicts; no more are kept",
                        code="feedback_full")  # fmt: skip
+    writer: QuestionSetWriter = request.app.state.feedback_set
+    writer.request()  # the file follows in the background: a post never waits for a whole rebuild
     return JSONResponse(
         {
             "kept": True,
             "question_id": question_id(response["question"]),
-            "question_set": service.lake_relative(str(path)),
+            "question_set": service.lake_relative(str(feedback_set_path(service.lake))),
         }
     )
+
+
+async def _no_answer_yet(service: AnswerService, job: Job | None, answer_id: str) -> None:
+    """A 409 naming why a known question has no answer to judge: it is still being
+    answered (here or on another process), or it failed (its process died, say)."""
+    if job is not None and job.error is not None:
+        raise ApiError(409, f"answer_id: this question was not answered ({job.error.message}); nothing to judge")
+    if job is not None:
+        raise ApiError(409, "answer_id: the answer is not ready yet; give feedback once it arrives")
+    if not ANSWER_ID.match(answer_id):
+        return
+    found = await anyio.to_thread.run_sync(lambda: job_of(service.lake, answer_id))
+    if found is not None and found["state"] == "error":
+        why = (found["response"] or {}).get("error", {}).get("message", "it failed")
+        raise ApiError(409, f"answer_id: this question was not answered ({why}); nothing to judge")
+    if found is not None and found["state"] == "running":
+        raise ApiError(409, "answer_id: the answer is not ready yet; give feedback once it arrives")
 
 
 async def documents(request: Request) -> Response:

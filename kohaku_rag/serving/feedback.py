@@ -9,13 +9,22 @@ reviewer set `reviewed` to yes (`load_questions` skips the others). A reviewer's
 (the row marked yes, its gold as the reviewer left it, a row added by hand) are taken from
 the file into the store's `reviews` table, keyed by the answer id, each time the file is
 rebuilt: new feedback never changes a reviewed row, and the file can always be rebuilt
-from the store."""
+from the store.
+
+The server does not rebuild the file in the request that posts a verdict: a rebuild reads
+every verdict, so at 10,000 of them each post would wait seconds. The post commits its row
+to the store (what "kept" means) and asks the process's `QuestionSetWriter` for a rebuild,
+which runs in the background; posts that arrive while one runs share the next. The file
+follows the store within a few rebuilds' time, and a stopping server finishes it first."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import json
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,6 +37,8 @@ from kohaku_rag.lake.csv_cells import csv_text, read_rows
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.lake.tables import write_bytes_atomic
 from kohaku_rag.serving.served_store import STORE_DIR, connection, decode, has_store, insert_feedback, transaction
+
+log = logging.getLogger(__name__)
 
 FEEDBACK = "served_feedback"
 FEEDBACK_SET = "feedback"
@@ -63,14 +74,21 @@ def feedback_count(lake: Lake, answer_id: str) -> int:
         return int(db.execute("SELECT COUNT(*) FROM feedback WHERE answer_id = ?", (answer_id,)).fetchone()[0])
 
 
-def append_feedback(lake: Lake, row: dict[str, Any], limit: int | None = None) -> Path | None:
-    """Keep one verdict (committed on return), then rebuild the question set. With a
-    `limit`, an answer that already has that many verdicts keeps none more: None."""
+def keep_feedback(lake: Lake, row: dict[str, Any], limit: int | None = None) -> bool:
+    """Keep one verdict (committed on return). With a `limit`, an answer that already has
+    that many verdicts keeps none more: False."""
     with connection(lake) as db, transaction(db):
         held = db.execute("SELECT COUNT(*) FROM feedback WHERE answer_id = ?", (row["answer_id"],)).fetchone()[0]
         if limit is not None and held >= limit:
-            return None
+            return False
         insert_feedback(db, row)
+    return True
+
+
+def append_feedback(lake: Lake, row: dict[str, Any], limit: int | None = None) -> Path | None:
+    """Keep one verdict, then rebuild the question set (None when the `limit` refused it)."""
+    if not keep_feedback(lake, row, limit):
+        return None
     return write_question_set(lake)
 
 
@@ -194,3 +212,57 @@ def write_question_set(lake: Lake) -> Path:
                 write_bytes_atomic(path, text.encode("utf-8"))
                 break
     return path
+
+
+class QuestionSetWriter:
+    """A process's rebuilds of the question set, in a background thread and coalesced:
+    `request` returns at once; a rebuild then runs, and every request made while it runs, or
+    while the thread rests after it, is served by one more rebuild (which reads the store
+    after their verdicts were committed). After a rebuild of d seconds the thread rests
+    `REST` × d: a rebuild is Python work that holds the interpreter, and posts arriving
+    back to back must not find one always running. The thread ends when nothing is wanted
+    and starts again on the next request."""
+
+    REST = 3.0
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self._changed = threading.Condition()
+        self._hurry = threading.Event()  # set by `flush`: no rest before the next rebuild
+        self._wanted = 0  # requests made
+        self._done = 0  # requests a finished rebuild covers
+        self._worker: threading.Thread | None = None
+
+    def request(self) -> None:
+        with self._changed:
+            self._wanted += 1
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name="feedback-question-set", daemon=True)
+                self._worker.start()
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        """Wait until every request made so far is in the file (False: not within `timeout`)."""
+        self._hurry.set()
+        try:
+            with self._changed:
+                target = self._wanted
+                return self._changed.wait_for(lambda: self._done >= target, timeout)
+        finally:
+            self._hurry.clear()
+
+    def _work(self) -> None:
+        while True:
+            with self._changed:
+                if self._done >= self._wanted:
+                    self._worker = None
+                    return
+                target = self._wanted
+            started = time.monotonic()
+            try:
+                write_question_set(self.lake)
+            except Exception as exc:  # the verdicts are in the store; the next rebuild writes them
+                log.error("the feedback question set was not rebuilt: %s: %s", type(exc).__name__, exc)
+            with self._changed:
+                self._done = target
+                self._changed.notify_all()
+            self._hurry.wait(self.REST * (time.monotonic() - started))

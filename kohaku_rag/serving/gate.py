@@ -42,10 +42,15 @@ class Gate:
             )
 
     @asynccontextmanager
-    async def slot(self, on_queued: Callable[[int], None] | None = None) -> AsyncIterator[None]:
+    async def slot(
+        self, on_queued: Callable[[int], None] | None = None, refuse_when_full: bool = True
+    ) -> AsyncIterator[None]:
         """Hold a slot while answering. A request that must wait hears its place in the
-        queue (1: first to wait) through `on_queued` at once, before it waits."""
-        self.check_room()
+        queue (1: first to wait) through `on_queued` at once, before it waits. Without
+        `refuse_when_full` it waits even when the queue is full (an answer taken over from a
+        process that died, admitted once already)."""
+        if refuse_when_full:
+            self.check_room()
         place = max(0, self._admitted - self.concurrency + 1)
         self._admitted += 1
         try:

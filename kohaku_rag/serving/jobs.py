@@ -8,7 +8,12 @@ within it), so abandoned questions no longer hold places that later clients need
 whose model call already runs finishes (the work is paid for): its answer is kept as a
 stored answer, but only an answer a client received is recorded as served. A second client
 asking the same question (same config, unit and conversation) while it is in flight follows
-the same job."""
+the same job.
+
+Each job is recorded in the lake's served store under this process's lease (leases.py),
+renewed on a timer while the process lives; the same timer takes over, or fails with the
+reason, the jobs of processes on the lake that died. A job taken over is not abandoned for
+want of followers here: its clients wait on other processes, or reconnect."""
 
 from __future__ import annotations
 
@@ -27,7 +32,16 @@ import anyio.to_thread
 
 from kohaku_rag.answering.followup import Turn
 from kohaku_rag.serving.errors import ApiError
-from kohaku_rag.serving.served_store import job_finished, job_started
+from kohaku_rag.serving.leases import (
+    TAKEN_OVER,
+    JobSpec,
+    Orphan,
+    Owner,
+    claim_orphans,
+    job_finished,
+    job_started,
+    renew,
+)
 from kohaku_rag.serving.service import Answered, AnswerService
 
 log = logging.getLogger(__name__)
@@ -56,6 +70,7 @@ class Job:
     followers: list[asyncio.Queue[Event]] = field(default_factory=list)
     alone_since: float | None = None  # the event loop's time since nobody follows the job
     task: asyncio.Future[None] | None = None
+    runs: int = 1  # above 1: taken over from a process that died while answering it
 
     @property
     def finished(self) -> bool:
@@ -70,7 +85,7 @@ class Job:
         """What a client polling a running answer learns: the stage so far, its queue place."""
         stages = [p for kind, p in self.events if kind == "progress" and "stage" in p]
         last = stages[-1] if stages else {"stage": "queued"}
-        return {
+        status = {
             "answer_id": self.answer_id,
             "status": "queued" if self.state == "queued" else "running",
             "stage": last["stage"],
@@ -79,6 +94,9 @@ class Job:
             "config": self.config,
             "unit": self.unit,
         }
+        if self.runs > 1:
+            status["taken_over"] = TAKEN_OVER
+        return status
 
 
 def error_payload(exc: ApiError) -> dict[str, Any]:
@@ -86,11 +104,13 @@ def error_payload(exc: ApiError) -> dict[str, Any]:
 
 
 class AnswerJobs:
-    def __init__(self, service: AnswerService, grace: float) -> None:
+    def __init__(self, service: AnswerService, grace: float, lease: float) -> None:
         self.service = service
         self.grace = grace
+        self.owner = Owner.new(lease)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._in_flight: dict[tuple[str, ...], Job] = {}
+        self._keeper: asyncio.Task[None] | None = None
 
     def start(
         self, question: object, config: str | None, unit: str | None, via: str, history: tuple[Turn, ...] = ()
@@ -108,6 +128,7 @@ class AnswerJobs:
         job = Job(uuid.uuid4().hex, same, text, named.name, unit, via, history)
         self._jobs[job.answer_id] = job
         self._in_flight[same] = job
+        self.keep_leases()
         job.task = asyncio.ensure_future(self._run(job))
         # A client that leaves before it starts following (a stream closed at once) is one
         # that never waited: the same grace applies from the start.
@@ -122,9 +143,13 @@ class AnswerJobs:
         def admitted() -> None:
             job.state = "running"
 
-        lake = self.service.lake
+        lake, owner = self.service.lake, self.owner
+        spec = JobSpec(job.unit, job.history, job.via)
         try:  # recorded in the served store: another process on the lake can resume this answer
-            await anyio.to_thread.run_sync(lambda: job_started(lake, job.answer_id, job.question, job.config))
+            if job.runs == 1:  # a job taken over is already recorded, claimed by this process
+                await anyio.to_thread.run_sync(
+                    lambda: job_started(lake, owner, job.answer_id, job.question, job.config, spec)
+                )
             job.answered = await self.service.answer(
                 job.question,
                 job.config,
@@ -134,6 +159,7 @@ class AnswerJobs:
                 admitted,
                 job.answer_id,
                 job.history,
+                taken_over=job.runs > 1,
             )
             job.state = "done"
             job.publish("done", job.answered.response)
@@ -159,8 +185,9 @@ class AnswerJobs:
         key = list(answered.key) if answered is not None else None
         payload = answered.response if answered is not None else error_payload(error or ApiError(500, "no answer"))
         state = "done" if answered is not None else "error"
+        lake, owner = self.service.lake, self.owner
         try:
-            await anyio.to_thread.run_sync(lambda: job_finished(self.service.lake, job.answer_id, state, key, payload))
+            await anyio.to_thread.run_sync(lambda: job_finished(lake, owner, job.answer_id, state, key, payload))
         except Exception as exc:  # the answer itself is served; only other processes miss it
             log.error("answer %s: not recorded in the served store", job.answer_id, exc_info=exc)
 
@@ -226,6 +253,57 @@ class AnswerJobs:
             return  # someone came back and left again since: a later call decides
         log.info("answer %s: its client went away while it waited; leaving the queue", job.answer_id)
         job.task.cancel()
+
+    # ------------------------------------------------------------ leases
+
+    def keep_leases(self) -> None:
+        """Run the lease timer in this event loop, unless it runs already (called at startup
+        and with each new job: a server started without lifespan events still keeps them)."""
+        loop = asyncio.get_running_loop()
+        keeper = self._keeper
+        if keeper is None or keeper.done() or keeper.get_loop() is not loop:
+            self._keeper = loop.create_task(self._keep())
+
+    async def stop_leases(self) -> None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and keeper.get_loop() is asyncio.get_running_loop():
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    async def _keep(self) -> None:
+        """Every quarter lease: renew this process's leases, then settle the jobs of
+        processes that died. A failed tick (a locked or full disk) is logged; the next one
+        tries again."""
+        while True:
+            try:
+                await self.tend()
+            except Exception as exc:
+                log.warning("job leases: %s: %s", type(exc).__name__, exc)
+            await asyncio.sleep(self.owner.lease / 4)
+
+    async def tend(self) -> None:
+        lake, owner = self.service.lake, self.owner
+        if any(not j.finished for j in self._jobs.values()):
+            await anyio.to_thread.run_sync(lambda: renew(lake, owner))
+        claimed, failed = await anyio.to_thread.run_sync(lambda: claim_orphans(lake, owner))
+        for answer_id, payload in failed:
+            log.warning("answer %s: %s", answer_id, payload["error"]["message"])
+        for orphan in claimed:
+            log.warning("answer %s: its server process stopped; answering it again here", orphan.answer_id)
+            self._take_over(orphan)
+
+    def _take_over(self, orphan: Orphan) -> None:
+        """Answer a dead process's job here, under its answer id. It waits its turn in the
+        queue even past the queue's size: it was admitted once already."""
+        spec = orphan.spec
+        same = (orphan.question, self.service.check_unit(spec.unit), orphan.config,
+                *(f"{t.role}: {t.content}" for t in spec.history))  # fmt: skip
+        job = Job(orphan.answer_id, same, orphan.question, orphan.config, spec.unit, spec.via, spec.history)
+        job.runs = orphan.runs
+        job.publish("progress", {"stage": "taken over", "taken_over": TAKEN_OVER})
+        self._jobs[job.answer_id] = job
+        self._in_flight.setdefault(same, job)
+        job.task = asyncio.ensure_future(self._run(job))
 
     def _forget_old(self) -> None:
         finished = [k for k, j in self._jobs.items() if j.finished]

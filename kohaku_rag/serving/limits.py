@@ -8,6 +8,7 @@ import ipaddress
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -52,20 +53,23 @@ class BodyTooLarge(KohakuError):
 
 
 class BodyLimit:
-    """Refuse a body over `limit` bytes: at once when Content-Length says so, else as soon
-    as the streamed body passes it (413 either way)."""
+    """Refuse a body over `limit` bytes (over `wider[path]` on the paths named there): at
+    once when Content-Length says so, else as soon as the streamed body passes it (413
+    either way)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, wider: Mapping[str, int] | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.wider = dict(wider or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.wider.get(scope["path"], self.limit)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await self._refuse(scope, receive, send)
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await self._refuse(limit, scope, receive, send)
             return
         seen = 0
         started = False
@@ -75,7 +79,7 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
+                if seen > limit:
                     raise BodyTooLarge
             return message
 
@@ -88,10 +92,10 @@ class BodyLimit:
             await self.app(scope, counted, tracked)
         except BodyTooLarge:
             if not started:
-                await self._refuse(scope, receive, send)
+                await self._refuse(limit, scope, receive, send)
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        message = f"request body over {self.limit} bytes"
+    async def _refuse(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
+        message = f"request body over {limit} bytes"
         await error_response(413, message)(scope, receive, send)
 
 

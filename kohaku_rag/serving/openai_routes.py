@@ -37,6 +37,7 @@ from kohaku_rag.serving.sse import event
 from kohaku_rag.web_links import web_link
 
 OWNER = "kohaku-lake"
+CHAT_PATH = "/v1/chat/completions"
 _CLOSED_EXPLANATION = re.compile(r'"explanation"\s*:\s*"(?:[^"\\]|\\.)*"')
 
 
@@ -267,5 +268,5 @@ async def chat_completions(request: Request) -> Response:
 
 ROUTES = [
     Route("/v1/models", models, methods=["GET"]),
-    Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    Route(CHAT_PATH, chat_completions, methods=["POST"]),
 ]

@@ -158,8 +158,10 @@ SCHEMA: dict[str, Any] = {
         },
         "/api/answers/{answer_id}": {
             "get": _op(
-                "An answer by its id: the answer (200), or while it runs its progress (202); as SSE "
-                "(Accept: text/event-stream or ?stream=true) its events from the start",
+                "An answer by its id: the answer (200), or while it runs its progress (202, with `taken_over` "
+                "when the process answering it died and another answers it again; 503 `owner_lost` with the "
+                "reason when it is not answered again); as SSE (Accept: text/event-stream or ?stream=true) "
+                "its events from the start",
                 {"content": {**_json(ANSWER)["content"], **_EVENTS}},
                 parameters=[{"name": "answer_id", "in": "path", "required": True, "schema": STR}],
             )

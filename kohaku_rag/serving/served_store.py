@@ -12,7 +12,8 @@ are imported once, in the same transaction that marks the store migrated, then r
 Tables: `answers` (one row per answer delivered), `feedback` (one row per verdict),
 `reviews` (a reviewer's decision on the `feedback` question set's row, keyed by the answer
 id it was made on; new feedback never overwrites it) and `jobs` (each answer id's state and,
-once done, its answer: what another process needs to resume an answer it did not start)."""
+once done, its answer: what another process needs to resume an answer it did not start;
+while it runs, the process answering it and that process's lease on it: leases.py)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     config TEXT NOT NULL, key TEXT, response TEXT);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+# Columns the jobs table gained after stores were first written: what a job was asked with
+# (JSON: unit, history, via), the process answering it, when its lease runs out (epoch
+# seconds) and how many times it was started. Old rows have them NULL (1 start).
+_JOB_COLUMNS = (("spec", "TEXT"), ("owner", "TEXT"), ("lease_until", "REAL"), ("runs", "INTEGER NOT NULL DEFAULT 1"))
 
 _ready: set[Path] = set()
 _ready_lock = threading.Lock()
@@ -127,6 +132,7 @@ def _prepare(lake: Lake, path: Path) -> None:
             use_wal(db.execute, 60)
             db.executescript(_SCHEMA)
             with transaction(db):
+                _add_job_columns(db)
                 done = db.execute("SELECT value FROM meta WHERE key = 'migrated'").fetchone()
                 moved = [] if done else _import_old(lake, db)
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('migrated', ?)", (_iso(datetime.now(UTC)),))
@@ -136,6 +142,16 @@ def _prepare(lake: Lake, path: Path) -> None:
             if old.exists():
                 os.replace(old, old.with_name(old.name + ".migrated"))
         _ready.add(path)
+
+
+def _add_job_columns(db: sqlite3.Connection) -> None:
+    """The jobs table's later columns, added to a store made before them (in the migrating
+    transaction: two processes starting at once add each column once)."""
+    held = {row[1] for row in db.execute("PRAGMA table_info(jobs)").fetchall()}
+    for name, kind in _JOB_COLUMNS:
+        if name not in held:
+            db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")
+    db.execute("CREATE INDEX IF NOT EXISTS jobs_running ON jobs (lease_until) WHERE state = 'running'")
 
 
 def _import_old(lake: Lake, db: sqlite3.Connection) -> list[Path]:
@@ -201,32 +217,3 @@ def insert_feedback(db: sqlite3.Connection, row: dict[str, Any]) -> None:
         f"INSERT INTO feedback ({', '.join(FEEDBACK_COLUMNS)}) VALUES ({', '.join('?' * len(FEEDBACK_COLUMNS))})",
         _encode(row, FEEDBACK_COLUMNS),
     )
-
-
-def job_started(lake: Lake, answer_id: str, question: str, config: str) -> None:
-    with connection(lake) as db:
-        db.execute(
-            "INSERT OR REPLACE INTO jobs VALUES (?, ?, 'running', ?, ?, NULL, NULL)",
-            (answer_id, _iso(datetime.now(UTC)), question, config),
-        )
-
-
-def job_finished(lake: Lake, answer_id: str, state: str, key: list[str] | None, response: dict[str, Any]) -> None:
-    """A job's end: "done" with its stored-answer key and answer, or "error" with the error."""
-    with connection(lake) as db:
-        db.execute(
-            "UPDATE jobs SET state = ?, key = ?, response = ? WHERE answer_id = ?",
-            (state, json.dumps(key) if key is not None else None, json.dumps(response), answer_id),
-        )
-
-
-def job_of(lake: Lake, answer_id: str) -> dict[str, Any] | None:
-    """A job started by any process on the lake: state, question, config, key, response."""
-    with connection(lake) as db:
-        row = db.execute("SELECT * FROM jobs WHERE answer_id = ?", (answer_id,)).fetchone()
-    if row is None:
-        return None
-    out = dict(row)
-    out["key"] = json.loads(out["key"]) if out["key"] else None
-    out["response"] = json.loads(out["response"]) if out["response"] else None
-    return out

@@ -45,7 +45,9 @@ from kohaku_rag.serving.gate import Gate
 from kohaku_rag.serving.served_answers import StoredKey, append_served, response_by_id, response_by_key, typical_seconds
 from kohaku_rag.serving.settings import ServeSettings
 from kohaku_rag.serving.table_rows import (
+    bounded_quote,
     cell_citation,
+    cut_text,
     is_table,
     record_quote,
     row_index,
@@ -237,11 +239,13 @@ class AnswerService:
         admitted: Callable[[], None] = lambda: None,
         answer_id: str = "",
         history: tuple[Turn, ...] = (),
+        taken_over: bool = False,
     ) -> Answered:
         """The answer as JSON: from a stored answer at once when the same question was
         answered with the same config and index, else through the config's queue
         (`admitted` hears when it leaves the queue). A follow-up (`history`: the earlier
-        turns) is first rewritten into a standalone question by the LLM, in the queue.
+        turns) is first rewritten into a standalone question by the LLM, in the queue. An
+        answer `taken_over` from a process that died waits in the queue even when it is full.
         `seconds` counts from `started` (the request's arrival), the wait in the queue
         included. Nothing is recorded as served here: `deliver` does that once a client got
         it. File and model work runs in worker threads: the event loop only routes events."""
@@ -295,7 +299,10 @@ class AnswerService:
                 self._stored[done_key] = response
             return Answered(done_key, response)
 
-        async with self.gate(named.config).slot(lambda place: progress({"stage": "queued", "place": place})):
+        def on_queued(place: int) -> None:
+            progress({"stage": "queued", "place": place})
+
+        async with self.gate(named.config).slot(on_queued, refuse_when_full=not taken_over):
             admitted()
             queued = time.perf_counter() - started
             answered = await anyio.to_thread.run_sync(lambda: answer(queued))
@@ -454,7 +461,8 @@ class AnswerService:
             "title": title,
             "url": url,
             "text": item.text,
-            "quote": quote,
+            # bounded: a long sentence is cut, a table quotes at most QUOTE_ROWS rows (table_rows.py)
+            "quote": cut_text(quote),
             # a cited table's cell stating the value: {"table", "row", "column"} (or null)
             "cell": cell,
             # every cell the value was read or computed from, each named ([] when none)
@@ -494,12 +502,8 @@ class AnswerService:
             cells.append({"table": table.label or "table", "row": o.table_row, "column": o.table_column})
             marked.append(table.rows[row].cells[table.columns.index(o.table_column)])
         sentence = next((c for c in children if len(set(rows)) == 1 and row_index(para, c) == rows[0]), para)
-        quote = "\n".join(
-            [
-                *([table.caption] if table.caption else []),
-                *(row_record(table, table.rows[i]) for i in dict.fromkeys(rows)),
-            ]
-        )
+        quoted = [row_record(table, table.rows[i]) for i in dict.fromkeys(rows)]
+        quote = bounded_quote([table.caption] if table.caption else [], quoted, len(quoted))
         return quote, sentence.node_id, cells, marked
 
     def _table_citation(self, item: ContextItem, value: str) -> tuple[str, str, dict[str, str] | None] | None:

@@ -15,6 +15,9 @@ class ServeSettings:
     api_key: str | None = None  # every request but the page's files needs `Authorization: Bearer <key>`
     cors_origin: str | None = None  # the one origin allowed cross-origin calls (None: no CORS)
     max_body_bytes: int = 64_000
+    # `/v1/chat/completions` carries the whole conversation a chat front end holds: its cap
+    # stops abuse, far above any chat (a 1,500-character reply a turn: ~2,500 exchanges)
+    max_chat_body_bytes: int = 4_000_000
     max_question_chars: int = 2_000
     queue_size: int = 8  # requests that may wait for a busy LLM backend; more get a 429
     render_dpi: int = 110  # page images
@@ -24,6 +27,9 @@ class ServeSettings:
     # any other peer the header is ignored, so a client cannot pick its own rate budget
     trusted_proxies: tuple[str, ...] = ()
     abandon_after: float = 2.0  # seconds a queued question nobody follows keeps its place (a reload reconnects)
+    # seconds a process's hold on the jobs it answers lasts unless renewed (it renews four
+    # times a lease): a job whose process died is taken over or failed within about 1.25 leases
+    job_lease: float = 20.0
 
 
 def check_exposure(host: str, api_key: str | None, no_auth: bool) -> str | None:

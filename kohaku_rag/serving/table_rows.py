@@ -4,7 +4,9 @@ A PDF table is one sentence in the tree (its caption, then one `a | b | c` line 
 and the parser keeps one rectangle per caption line and per row (parse/pdf_tables.py). A
 citation of the table highlights the caption and the rows whose cells state the value, and
 its quote is that row; when no row states it (a value computed from several rows), every
-row is highlighted. A lake parsed before row rectangles existed has one rectangle for the
+row is highlighted. A quote is bounded whatever the table's size (`QUOTE_ROWS` rows,
+`QUOTE_CHARS` characters): a table of 10,000 rows would otherwise travel whole in every
+answer that cites it, and be stored with it. A lake parsed before row rectangles existed has one rectangle for the
 whole table: it is painted as it is, never cut at a word inside it.
 
 A table kept as a record (an aligned table, table_record.py) has a sentence per row
@@ -14,11 +16,43 @@ after its caption, and a box per cell: its citation names the cell stating the v
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from kohaku_rag.document.table_record import TABLE_LABEL, TableRecord, cells_stating, row_record, table_text
+from kohaku_rag.document.table_record import TABLE_LABEL, TableRecord, cells_stating, row_record
 from kohaku_rag.document.tree import Attachment, Node, NodeKind, Rect
 
 _CAPTION = re.compile(rf"^{TABLE_LABEL}", re.IGNORECASE)
+QUOTE_ROWS = 20  # rows a quote shows at most; the document holds the rest
+QUOTE_CHARS = 4_000  # characters a quote holds at most, its caption and the cut's line included
+_CUT_LINE = 40  # room kept for the line saying how many rows were left out
+
+
+def bounded_quote(head: list[str], rows: Iterable[str], total: int) -> str:
+    """The head lines (a caption), then the rows that fit in `QUOTE_ROWS` rows and
+    `QUOTE_CHARS` characters; when some of the `total` rows are left out, a last line says
+    how many. `rows` is read only as far as the quote goes."""
+    lines = [cut_text(line, QUOTE_CHARS // 2) for line in head]
+    size = sum(len(line) + 1 for line in lines)
+    shown = 0
+    for row in rows:
+        room = QUOTE_CHARS - _CUT_LINE - size
+        if shown == QUOTE_ROWS or len(row) + 1 > room:
+            if shown == 0:  # a row longer than a whole quote: its start
+                lines.append(cut_text(row, room))
+                shown = 1
+            break
+        lines.append(row)
+        size += len(row) + 1
+        shown += 1
+    if shown < total:
+        left = total - shown
+        lines.append(f"… {left:,} more row{'s' if left > 1 else ''} not quoted")
+    return "\n".join(lines)
+
+
+def cut_text(text: str, limit: int = QUOTE_CHARS) -> str:
+    """The text, or its start and "…" when it is longer than `limit` characters."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
 
 
 def states_value(text: str, value: str) -> bool:
@@ -62,13 +96,11 @@ def table_rects(sentence: Node, value: str | None) -> list[Rect]:
 
 
 def table_quote(text: str, value: str) -> str:
-    """What a citation of the table quotes: the caption and the stating row (the whole
-    table when no row states the value)."""
+    """What a citation of the table quotes: the caption and the stating rows (the first
+    rows when no row states the value), bounded (`bounded_quote`)."""
     caption, rows = table_lines(text)
-    stating = [rows[i] for i in stating_rows(text, value)]
-    if not stating:
-        return text
-    return "\n".join([*([caption] if caption else []), *stating])
+    stating = [rows[i] for i in stating_rows(text, value)] or rows
+    return bounded_quote([caption] if caption else [], stating, len(stating))
 
 
 # ── Tables kept as records (table_record.py): the cited cell, not the whole row ──
@@ -133,13 +165,14 @@ def cell_citation(table: TableRecord, value: str, rows: list[int] | None = None)
 
 
 def record_quote(table: TableRecord, value: str, rows: list[int] | None = None) -> str:
-    """The caption and the rows stating the value, as records (the whole table when none)."""
+    """The caption and the rows stating the value, as records (the first rows, after the
+    caption and the rows' header, when none does), bounded (`bounded_quote`)."""
     stating = [i for i, _ in stating_cells(table, value) if not rows or i in rows]
+    head = [table.caption] if table.caption else []
     if not stating:
-        return table_text(table)
-    return "\n".join(
-        [*([table.caption] if table.caption else []), *(row_record(table, table.rows[i]) for i in stating)]
-    )
+        head += [f"(rows: {table.label_header})"] if table.label_header else []
+        stating = list(range(len(table.rows)))
+    return bounded_quote(head, (row_record(table, table.rows[i]) for i in stating), len(stating))
 
 
 def record_parts(table: TableRecord, value: str, rows: list[int] | None = None) -> list[dict[str, object]]:

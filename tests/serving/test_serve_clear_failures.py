@@ -39,8 +39,5 @@ def test_a_long_chat_is_answered_from_its_last_turns(app) -> None:
     with serving(app) as url:
         body = {"model": "fake", "messages": messages}
         r = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60)
-        too_long = [{"role": "user", "content": "x" * 15_500}] * 4 + [{"role": "user", "content": WATER_QUESTION}]
-        refused = httpx.post(f"{url}/v1/chat/completions", json={"model": "fake", "messages": too_long}, timeout=30)
     assert r.status_code == 200, r.text
     assert "0.18" in r.json()["choices"][0]["message"]["content"]
-    assert refused.status_code == 400 and "at most 60000 characters in all" in refused.json()["error"]["message"]

@@ -52,6 +52,7 @@ def test_a_lone_cr_in_a_comment_does_not_undo_a_review(app, lake: Path) -> None:
         gpu = ask(url, Q_GPU, "W")
         wrong = {"answer_id": gpu["answer_id"], "verdict": "wrong", "correct_value": "300", "comment": "see\rtable 2"}
         assert httpx.post(f"{url}/api/feedback", json=wrong).status_code == 200
+        assert app.state.feedback_set.flush()  # the file follows the post in the background
         rows = rows_of(path)
         assert len(rows) == 1 and rows[0]["explanation"] == "see\rtable 2"
         rows[0].update(reviewed="yes", answer_value="310")  # the reviewer's decision

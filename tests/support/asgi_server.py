@@ -23,9 +23,10 @@ for _name in dir(anyio):
 @contextmanager
 def serving(app: Any) -> Iterator[str]:
     """Yield the server's base URL (http://127.0.0.1:PORT) while it runs."""
-    # proxy headers off, as in `kohaku serve`: the app reads X-Forwarded-For itself
+    # proxy headers off and lifespan events on, as in `kohaku serve`: the app reads
+    # X-Forwarded-For itself, and finishes its background work when the server stops
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="off", proxy_headers=False
+        app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="auto", proxy_headers=False
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -21,6 +21,13 @@ KOHAKU = "import sys; from kohaku_assets.cli import main; sys.exit(main(sys.argv
 @contextmanager
 def kohaku_serve(lake: Path, *extra: str) -> Iterator[str]:
     """A `kohaku serve` process on the lake; yields its URL once it answers."""
+    with kohaku_serve_process(lake, *extra) as (url, _proc):
+        yield url
+
+
+@contextmanager
+def kohaku_serve_process(lake: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`kohaku_serve`, yielding the process too (a test may kill it)."""
     port = free_port()
     cmd = [sys.executable, "-c", KOHAKU, "serve", "--lake", str(lake), "--port", str(port), *extra]
     env = {**os.environ, "KOHAKU_LAKE": str(lake)}
@@ -36,7 +43,7 @@ def kohaku_serve(lake: Path, *extra: str) -> Iterator[str]:
                 assert proc.poll() is None, proc.communicate()
                 assert time.monotonic() < deadline, "kohaku serve did not start"
                 time.sleep(0.2)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         _out, err = proc.communicate(timeout=20)
