@@ -74,7 +74,7 @@ async def search(request: Request) -> Response:
         items = service.rag().search(question, budget_chars=budget, config=cfg)
     except IndexUnavailable as exc:
         raise ApiError(503, service.lake_relative(str(exc)), code="index_unavailable") from exc
-    return JSONResponse({"context": [service.context_item(i) for i in items], "config": named.name})
+    return JSONResponse({"context": [service.answer_json.context_item(i) for i in items], "config": named.name})
 
 
 def wants_stream(request: Request, body: dict[str, Any]) -> bool:

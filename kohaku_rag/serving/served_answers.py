@@ -15,7 +15,7 @@ from kohaku_rag.serving.served_store import connection, decode, has_store, inser
 from kohaku_rag.web_links import web_link
 
 SERVED = "served_answers"
-StoredKey = tuple[str, str, str, str, str]  # question, unit, config, its hash, the index version
+AnswerKey = tuple[str, str, str, str, str]  # question, unit, config, its hash, the index version
 
 
 def day_of(when: datetime) -> str:
@@ -74,7 +74,7 @@ def typical_seconds(lake: Lake, config: str) -> tuple[float, int] | None:
     return seconds[len(seconds) // 2], len(seconds)
 
 
-def response_by_key(lake: Lake, key: StoredKey) -> dict[str, Any] | None:
+def response_by_key(lake: Lake, key: AnswerKey) -> dict[str, Any] | None:
     """The latest response served for (question, unit, config, config hash, index version)."""
     if not has_store(lake):
         return None
