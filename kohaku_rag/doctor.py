@@ -86,8 +86,14 @@ def _set_aside(path: Path) -> str:
     return aside.name
 
 
+# Served answers and verdicts of a lake from before the served store: records a person
+# made, not derived, imported once by the store; never set aside as untrusted.
+_NOT_DERIVED = (".dagster", "served_answers", "served_feedback")
+
+
 def _parquet_files(lake: Lake) -> list[Path]:
-    return sorted(p for p in lake.root.rglob("*.parquet") if ".dagster" not in p.relative_to(lake.root).parts)
+    found = lake.root.rglob("*.parquet")
+    return sorted(p for p in found if not set(_NOT_DERIVED) & set(p.relative_to(lake.root).parts))
 
 
 def _unreadable_tables(lake: Lake) -> list[Finding]:
