@@ -4,9 +4,17 @@ checked against their checksums by every plain `kohaku index`, which rebuilds wh
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+
+import apsw
+import numpy as np
 import pyarrow.parquet as pq
+import pytest
+import sqlite_vec
 from test_doctor_repairs import _doctor
-from test_lake_repair import _index, _search_docs, env  # noqa: F401 - the fixture
+from test_lake_repair import QUESTION, _cli, _index, _search_docs, env  # noqa: F401 - the fixture
 
 from kohaku_rag.indexing import steps as ix
 from kohaku_rag.lake import CONTENT_KEY, ROWS_KEY
@@ -39,3 +47,62 @@ def test_a_table_without_its_row_count_and_checksum_is_recomputed(env, capsys): 
     assert ROWS_KEY.encode() in pq.read_schema(path).metadata
     assert _doctor(settings, capsys)[0] == 0
     assert _search_docs(settings, capsys) == before
+
+
+def _older_generation_over_live(settings, corpus, capsys) -> None:
+    """The vector store of the generation before copied over the live one, cut or padded
+    to the live size, its mtime put back: the cheap size+mtime check passes."""
+    older = settings.lake.root.parent / "older-vectors.sqlite"
+    shutil.copyfile(settings.lake.vectors_path, older)
+    water = corpus / "water.md"
+    water.write_text(water.read_text().replace("0.18 liters", "0.25 liters"))  # same rows, new text
+    assert _index(settings, capsys)[0] == 0
+    live = settings.lake.vectors_path
+    stat = live.stat()
+    data = older.read_bytes()[: stat.st_size]
+    live.write_bytes(data + b"\0" * (stat.st_size - len(data)))
+    os.utime(live, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _vectors_rewritten(settings, _corpus, _capsys) -> None:
+    """Every paragraph vector replaced in place by another unit vector (SQLite's structure
+    intact), the size and mtime put back."""
+    live = settings.lake.vectors_path
+    stat = live.stat()
+    conn = apsw.Connection(str(live))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    rng = np.random.default_rng(7)
+    for (rowid,) in conn.execute("SELECT id FROM nodes WHERE kind = 'paragraph'").fetchall():
+        vec = rng.standard_normal(384).astype(np.float32)
+        unit = (vec / np.linalg.norm(vec)).tobytes()
+        conn.execute("UPDATE vec_paragraph SET embedding = ? WHERE id = ?", (unit, rowid))
+    conn.close()
+    for suffix in ("-wal", "-shm"):
+        live.with_name(live.name + suffix).unlink(missing_ok=True)
+    assert live.stat().st_size == stat.st_size
+    os.utime(live, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def _search_json(settings, capsys) -> list[dict]:
+    capsys.readouterr()
+    assert _cli(settings, "search", QUESTION, "--json") == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("damage", [_vectors_rewritten, _older_generation_over_live])
+def test_a_plain_index_finds_changed_bytes_of_the_live_generation_and_rebuilds(env, capsys, damage):  # noqa: F811
+    """Guards: the live vector store's bytes changed with its size and mtime kept are found
+    by a plain `kohaku index` (no doctor first), which rebuilds the store; search then
+    answers as before the damage."""
+    settings, corpus = env
+    assert _index(settings, capsys)[0] == 0
+    damage(settings, corpus, capsys)
+    status, out = _index(settings, capsys)
+    assert status == 0 and "rebuilding the vector index" in out and "checksum" in out, out
+    assert _doctor(settings, capsys)[0] == 0
+    after = _search_json(settings, capsys)
+    for suffix in ("", "-wal", "-shm"):  # a clean rebuild of the same rows answers the same
+        settings.lake.vectors_path.with_name(settings.lake.vectors_path.name + suffix).unlink(missing_ok=True)
+    assert _index(settings, capsys)[0] == 0
+    assert after == _search_json(settings, capsys)
