@@ -30,6 +30,7 @@ from kohaku_rag.stores.vectors import VectorStore, check_store
 __all__ = [
     "IndexLag",
     "bm25_problem",
+    "changed_files",
     "indexes_behind",
     "vector_search_setting",
     "vectors_problem",
@@ -94,22 +95,30 @@ def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = Non
     )
 
 
-def verify_published(lake: Lake) -> list[str]:
-    """Read every file of the live generation against the checksum it was published with;
-    a file whose bytes changed behind an unchanged size and mtime (rewritten in place, or
-    another generation's file copied over it) is recorded as damaged beside it
-    (stores/damage.py), so every cheap check that follows (this run's assembly, search)
-    refuses it and the assembly rebuilds it. Returns the names of the files found."""
+def changed_files(lake: Lake) -> list[tuple[str, str]]:
+    """(file name, problem) for each file of the live generation whose bytes changed behind
+    the size and mtime it was published with (rewritten in place, or another generation's
+    file copied over it): every file read against its checksum. What the cheap checks
+    already refuse is left to them."""
     manifest = read_manifest(lake.index_dir, strict=False)
-    found: list[str] = []
-    for entry in (e for part in (manifest.parts.values() if manifest else ()) for e in part.files.values()):
-        if file_problem(lake.index_dir, entry) is not None:
-            continue  # the cheap checks already refuse it
-        problem = file_problem(lake.index_dir, entry, deep=True)
-        if problem is not None:
-            mark_damaged(lake.index_dir / entry.name, problem, found_by="kohaku index")
-            found.append(entry.name)
+    entries = [e for part in (manifest.parts.values() if manifest else ()) for e in part.files.values()]
+    found = []
+    for entry in entries:
+        if file_problem(lake.index_dir, entry) is None:
+            problem = file_problem(lake.index_dir, entry, deep=True)
+            if problem is not None:
+                found.append((entry.name, problem))
     return found
+
+
+def verify_published(lake: Lake) -> list[str]:
+    """`changed_files`, each recorded as damaged beside it (stores/damage.py), so every
+    cheap check that follows (this run's assembly, search) refuses it and the assembly
+    rebuilds it. Returns the names of the files found."""
+    found = changed_files(lake)
+    for name, problem in found:
+        mark_damaged(lake.index_dir / name, problem, found_by="kohaku index")
+    return [name for name, _problem in found]
 
 
 def _part_lag(part: IndexPart | None, wanted: Mapping[str, str], problem_of: object) -> list[str]:

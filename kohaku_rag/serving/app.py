@@ -36,6 +36,7 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
         exception_handlers=HANDLERS,
     )
     app.state.service = AnswerService(settings, models)
+    app.state.service.watch.start()  # the index's checksums read now, then on its schedule
     app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after)
     app.state.feedback_rate = ClientRate(settings.feedback_per_minute)
     app.state.client_address = ClientAddress(settings.trusted_proxies)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import anyio.to_thread
 
 from kohaku_rag.answering.followup import Turn
-from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.errors import ApiError, lake_failure
 from kohaku_rag.serving.served_store import job_finished, job_started
 from kohaku_rag.serving.service import Answered, AnswerService
 
@@ -145,8 +145,9 @@ class AnswerJobs:
             job.error, job.state = exc, "error"
             job.publish("error", error_payload(exc))
         except Exception as exc:  # the traceback stays in the server log
+            refused = lake_failure(exc)
             log.error("answer failed", exc_info=exc)
-            job.error = ApiError(500, f"internal error ({type(exc).__name__})", code="internal")
+            job.error = refused or ApiError(500, f"internal error ({type(exc).__name__})", code="internal")
             job.state = "error"
             job.publish("error", error_payload(job.error))
         finally:

@@ -24,6 +24,8 @@ class ServeSettings:
     # any other peer the header is ignored, so a client cannot pick its own rate budget
     trusted_proxies: tuple[str, ...] = ()
     abandon_after: float = 2.0  # seconds a queued question nobody follows keeps its place (a reload reconnects)
+    # seconds between two reads of the served index against its checksums (also read at start)
+    verify_every: float = 600.0
 
 
 def check_exposure(host: str, api_key: str | None, no_auth: bool) -> str | None:

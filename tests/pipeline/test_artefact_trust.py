@@ -8,11 +8,9 @@ import json
 import os
 import shutil
 
-import apsw
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import sqlite_vec
+from lake_damage import rewrite_vectors_in_place
 from test_doctor_repairs import _doctor
 from test_lake_repair import QUESTION, _cli, _index, _search_docs, env  # noqa: F401 - the fixture
 
@@ -65,23 +63,7 @@ def _older_generation_over_live(settings, corpus, capsys) -> None:
 
 
 def _vectors_rewritten(settings, _corpus, _capsys) -> None:
-    """Every paragraph vector replaced in place by another unit vector (SQLite's structure
-    intact), the size and mtime put back."""
-    live = settings.lake.vectors_path
-    stat = live.stat()
-    conn = apsw.Connection(str(live))
-    conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
-    rng = np.random.default_rng(7)
-    for (rowid,) in conn.execute("SELECT id FROM nodes WHERE kind = 'paragraph'").fetchall():
-        vec = rng.standard_normal(384).astype(np.float32)
-        unit = (vec / np.linalg.norm(vec)).tobytes()
-        conn.execute("UPDATE vec_paragraph SET embedding = ? WHERE id = ?", (unit, rowid))
-    conn.close()
-    for suffix in ("-wal", "-shm"):
-        live.with_name(live.name + suffix).unlink(missing_ok=True)
-    assert live.stat().st_size == stat.st_size
-    os.utime(live, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    rewrite_vectors_in_place(settings.lake.vectors_path)
 
 
 def _search_json(settings, capsys) -> list[dict]:
