@@ -17,6 +17,7 @@ valid footer) is recorded beside the file (`lake.mark_damaged`), so the next pla
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from kohaku_rag.indexing.index_health import verify_index
 from kohaku_rag.indexing.index_plan import INTERMEDIATE
 from kohaku_rag.lake import Lake, content_problem, unreadable_reason
 from kohaku_rag.lake_lock import LOCK_FILE, current_holder, is_alive
+from kohaku_rag.serving.served_store import store_path
 from kohaku_rag.stores.damage import mark_damaged
 
 __all__ = ["Finding", "check_lake", "repair_lake"]
@@ -39,7 +41,7 @@ _LEFTOVER_SUFFIXES = (".tmp", ".building", ".building-wal", ".building-shm")
 
 @dataclass(frozen=True)
 class Finding:
-    area: str  # "table", "index", "leftover", "failure", "lock", "runs"
+    area: str  # "table", "index", "leftover", "failure", "served", "lock", "runs"
     subject: str  # the file, index or document it is about
     problem: str
     fix: str
@@ -56,6 +58,7 @@ def check_lake(lake: Lake, corpus: Path | None = None) -> list[Finding]:
         *_leftovers(lake),
         *_indexes(lake, corpus),
         *_failures(lake),
+        *_served_store(lake),
         *_lock(lake),
     ]
 
@@ -164,6 +167,31 @@ def _failures(lake: Lake) -> list[Finding]:
                 )
             )
     return found
+
+
+def _served_store(lake: Lake) -> list[Finding]:
+    """SQLite's integrity check of the served store. It holds what users were told and wrote,
+    derived from nothing, so it is never rebuilt: the fix recovers its rows into a new file."""
+    path = store_path(lake)
+    if not path.is_file():
+        return []
+    try:
+        db = sqlite3.connect(path, timeout=60)
+        try:
+            rows = [str(r[0]) for r in db.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            db.close()
+        problem = None if rows == ["ok"] else "; ".join(rows[:3])
+    except sqlite3.DatabaseError as exc:
+        problem = str(exc)
+    if problem is None:
+        return []
+    name = path.name
+    fix = (
+        f"stop `kohaku serve`, move it aside (`mv {name} {name}.damaged` in {path.parent.name}/: serve starts a "
+        f"new one), then recover what can be read into it: `sqlite3 {name}.damaged .recover | sqlite3 {name}`"
+    )
+    return [Finding("served", str(path), f"fails SQLite's integrity check ({problem})", fix, False)]
 
 
 def _lock(lake: Lake) -> list[Finding]:

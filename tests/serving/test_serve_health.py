@@ -19,6 +19,7 @@ from asgi_server import serving
 from lake_damage import rewrite_vectors_in_place
 from serving_corpus import WATER_QUESTION
 
+from kohaku_assets.cli import main as cli_main
 from kohaku_rag.lake import Lake
 from kohaku_rag.serving.app import build_app
 from kohaku_rag.serving.served_store import store_path
@@ -93,9 +94,10 @@ def test_the_server_reads_the_index_checksums_when_it_starts(lake, settings) -> 
     assert search.status_code == 503 and "checksum" in search.text
 
 
-def test_a_damaged_served_store_is_a_503_naming_the_fix(app, lake) -> None:
+def test_a_damaged_served_store_is_a_503_naming_the_fix(app, lake, capsys) -> None:
     """Guards: served.sqlite overwritten with garbage under a running server makes ask a
-    503 that names the store and `kohaku doctor` (not a 500), without the lake's path."""
+    503 that names the store and `kohaku doctor` (not a 500), without the lake's path;
+    doctor then names the store, its integrity check and how to recover its rows."""
     with serving(app) as url:
         assert _ask(url).status_code == 200
         path = store_path(Lake(lake))
@@ -106,6 +108,11 @@ def test_a_damaged_served_store_is_a_503_naming_the_fix(app, lake) -> None:
     assert r.status_code == 503, r.text
     message = r.json()["error"]["message"]
     assert "served/served.sqlite" in message and "kohaku doctor" in message and str(lake) not in message
+    capsys.readouterr()
+    assert cli_main(["doctor", "--lake", str(lake), "--json"]) == 1
+    (found,) = [f for f in json.loads(capsys.readouterr().out.splitlines()[-1]) if f["area"] == "served"]
+    assert found["subject"].endswith("served.sqlite") and "integrity check" in found["problem"]
+    assert "kohaku serve" in found["fix"] and ".recover" in found["fix"]
 
 
 def test_a_config_with_url_credentials_and_an_api_key_is_a_clear_config_error(app, lake, monkeypatch) -> None:
