@@ -146,7 +146,7 @@ class AnswerJobs:
             job.publish("error", error_payload(exc))
         except Exception as exc:  # the traceback stays in the server log
             refused = lake_failure(exc)
-            log.error("answer failed", exc_info=exc)
+            log.error("answer failed: %s", exc, exc_info=None if refused else exc)  # a known failure: one line
             job.error = refused or ApiError(500, f"internal error ({type(exc).__name__})", code="internal")
             job.state = "error"
             job.publish("error", error_payload(job.error))
