@@ -107,7 +107,7 @@ def changed_bytes(work: Path, name: str, damage: Callable[[Path, Path], None]) -
     expected = search_all(clean, corpus)
     fixed = index(lake, corpus)
     same = search_all(lake, corpus) == expected
-    said = [ln for ln in fixed.stdout.splitlines() if "rebuilding" in ln]
+    said = [ln for ln in (fixed.stdout + fixed.stderr).splitlines() if "rebuilding" in ln]
     held = fixed.returncode == 0 and same and bool(said)
     return (
         held,

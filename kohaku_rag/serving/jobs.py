@@ -163,7 +163,9 @@ class AnswerJobs:
         try:
             await anyio.to_thread.run_sync(lambda: job_finished(self.service.lake, job.answer_id, state, key, payload))
         except Exception as exc:  # the answer itself is served; only other processes miss it
-            log.error("answer %s: not recorded in the served store", job.answer_id, exc_info=exc)
+            known = lake_failure(exc) is not None  # a full disk, a damaged store: one line
+            where = f"answer {job.answer_id}: not recorded in the served store"
+            log.error("%s: %s", where, exc, exc_info=None if known else exc)
 
     @contextmanager
     def _listening(self, job: Job) -> Iterator[asyncio.Queue[Event]]:
