@@ -357,7 +357,7 @@ def _run_index(
         report.recomputed.sort()
     # Compare, don't assume: an earlier run may have died after its documents but before
     # (or during) assembly, leaving indexes that no document run would ever re-assemble.
-    lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)), settings.corpus)
+    lag = indexes_behind(lake, sorted(set(scan.documents) | set(scan.missing)), settings.corpus, verify=True)
     lags = (("vector_index", lag.vectors), ("bm25_index", lag.bm25), ("search_aids", lag.aids))
     stale = [AssetKey(a) for a, docs in lags if docs]
     for line in lag.problems():

@@ -17,6 +17,7 @@ valid footer) is recorded beside the file (`lake.mark_damaged`), so the next pla
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from kohaku_rag.lake.damage import mark_damaged
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.lake.lock import LOCK_FILE, current_holder, is_alive
 from kohaku_rag.lake.tables import content_problem, unreadable_reason
+from kohaku_rag.serving.served_store import store_path
 
 __all__ = ["Finding", "check_lake", "repair_lake"]
 
@@ -40,7 +42,7 @@ _LEFTOVER_SUFFIXES = (".tmp", ".building", ".building-wal", ".building-shm")
 
 @dataclass(frozen=True)
 class Finding:
-    area: str  # "table", "index", "leftover", "failure", "lock", "runs"
+    area: str  # "table", "index", "leftover", "failure", "served", "lock", "runs"
     subject: str  # the file, index or document it is about
     problem: str
     fix: str
@@ -57,6 +59,7 @@ def check_lake(lake: Lake, corpus: Path | None = None) -> list[Finding]:
         *_leftovers(lake),
         *_indexes(lake, corpus),
         *_failures(lake),
+        *_served_store(lake),
         *_lock(lake),
     ]
 
@@ -87,8 +90,14 @@ def _set_aside(path: Path) -> str:
     return aside.name
 
 
+# Served answers and verdicts of a lake from before the served store: records a person
+# made, not derived, imported once by the store; never set aside as untrusted.
+_NOT_DERIVED = (".dagster", "served_answers", "served_feedback")
+
+
 def _parquet_files(lake: Lake) -> list[Path]:
-    return sorted(p for p in lake.root.rglob("*.parquet") if ".dagster" not in p.relative_to(lake.root).parts)
+    found = lake.root.rglob("*.parquet")
+    return sorted(p for p in found if not set(_NOT_DERIVED) & set(p.relative_to(lake.root).parts))
 
 
 def _unreadable_tables(lake: Lake) -> list[Finding]:
@@ -159,6 +168,31 @@ def _failures(lake: Lake) -> list[Finding]:
                 )
             )
     return found
+
+
+def _served_store(lake: Lake) -> list[Finding]:
+    """SQLite's integrity check of the served store. It holds what users were told and wrote,
+    derived from nothing, so it is never rebuilt: the fix recovers its rows into a new file."""
+    path = store_path(lake)
+    if not path.is_file():
+        return []
+    try:
+        db = sqlite3.connect(path, timeout=60)
+        try:
+            rows = [str(r[0]) for r in db.execute("PRAGMA integrity_check").fetchall()]
+        finally:
+            db.close()
+        problem = None if rows == ["ok"] else "; ".join(rows[:3])
+    except sqlite3.DatabaseError as exc:
+        problem = str(exc)
+    if problem is None:
+        return []
+    name = path.name
+    fix = (
+        f"stop `kohaku serve`, move it aside (`mv {name} {name}.damaged` in {path.parent.name}/: serve starts a "
+        f"new one), then recover what can be read into it: `sqlite3 {name}.damaged .recover | sqlite3 {name}`"
+    )
+    return [Finding("served", str(path), f"fails SQLite's integrity check ({problem})", fix, False)]
 
 
 def _lock(lake: Lake) -> list[Finding]:

@@ -141,22 +141,31 @@ def read_api_key(env: str | None, needed_by: str = "this server") -> str | None:
     return key
 
 
+def url_has_credentials(base_url: str) -> bool:
+    """Whether the URL carries `user:password@` (False when it can't be parsed: the URL's
+    own check says why)."""
+    try:
+        parts = urllib.parse.urlsplit(base_url.strip())
+        return parts.username is not None or parts.password is not None
+    except ValueError:
+        return False
+
+
+def one_credential_message(base_url: str, api_key_env: str | None) -> str:
+    return (
+        f"{safe_url(base_url)}: the URL carries user:password@ and api_key_env={api_key_env!r} names an "
+        "API key; both would go in the one Authorization header, so only one can be sent: remove the "
+        "credentials from the URL to send the key, or set api_key_env to None (in a config file: "
+        'api_key_env = "") to send the URL\'s'
+    )
+
+
 def check_one_credential(base_url: str, api_key: str | None, api_key_env: str | None) -> None:
     """Refuse a URL with `user:password@` together with an API key: both go in the one
     Authorization header, and httpx's basic auth from the URL would silently replace the
     key's Bearer header (the server then answers 401 and the key was never sent)."""
-    try:
-        parts = urllib.parse.urlsplit(base_url.strip())
-        has_userinfo = parts.username is not None or parts.password is not None
-    except ValueError:
-        return  # not parseable: the URL's own check says why
-    if api_key and has_userinfo:
-        raise ValueError(
-            f"{safe_url(base_url)}: the URL carries user:password@ and api_key_env={api_key_env!r} names an "
-            "API key; both would go in the one Authorization header, so only one can be sent: remove the "
-            "credentials from the URL to send the key, or set api_key_env to None (in a config file: "
-            'api_key_env = "") to send the URL\'s'
-        )
+    if api_key and url_has_credentials(base_url):
+        raise ValueError(one_credential_message(base_url, api_key_env))
 
 
 def redact(text: str, key: str | None, *more: str | None) -> str:

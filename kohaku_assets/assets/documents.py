@@ -168,6 +168,8 @@ def document_tree(context: AssetExecutionContext, settings: KohakuSettings) -> M
             "tables": sum(1 for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.TABLE),
             "figures": sum(1 for n in nodes if n.kind is NodeKind.PARAGRAPH and n.attachment is Attachment.IMAGE),
             "reused": reused,
+            # tables cut to their first rows at indexing, each with what was kept
+            "tables_cut": "; ".join(ix.tables_cut(settings.lake, context.partition_key)) or "none",
             "seconds": round(time.perf_counter() - started, 3),
             "sample": sample_table(nodes),
         },

@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except Exception as exc:
-        if is_disk_full(exc) or nearly_full(lake):  # SQLite, SQLAlchemy, Arrow each say it their own way
+        if is_disk_full(exc, lake) or nearly_full(lake):  # SQLite, SQLAlchemy, Arrow each say it their own way
             print(f"kohaku: {disk_full_message(lake)}", file=sys.stderr)
             return 1
         if isinstance(exc, FileNotFoundError | ValueError | KohakuError):

@@ -5,8 +5,10 @@ published generation (lake/manifest.py), the documents whose version differs fro
 lake's, or why the part can't be trusted at all. It checks what costs nothing: each file's
 size (its checksum when the size or mtime moved since it was published), the store's schema
 and, per document, its rows per table (nodes and each vector table) against the counts
-the manifest recorded. `verify_index` (for `kohaku doctor`) also reads every checksum,
-SQLite's `quick_check` and every document's vectors against its digest.
+the manifest recorded; `kohaku index` first reads every file's checksum too
+(`verify_published`), as bytes can change with the size and mtime put back. `verify_index`
+(for `kohaku doctor`) also reads SQLite's `quick_check` and every document's vectors
+against its digest.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kohaku_rag.errors import IndexUnavailable, KohakuError
 from kohaku_rag.indexing.index_config import recorded_index_config
 from kohaku_rag.indexing.search_aids import search_aids_behind
 from kohaku_rag.indexing.steps import INDEX_ROWS, stored_version
+from kohaku_rag.lake.damage import mark_damaged
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.lake.manifest import FileEntry, IndexPart, Manifest, file_problem, read_manifest
 from kohaku_rag.stores.bm25 import TOKENIZER_VERSION, BM25Index
@@ -27,10 +30,12 @@ from kohaku_rag.stores.vectors import VectorStore, check_store
 __all__ = [
     "IndexLag",
     "bm25_problem",
+    "changed_files",
     "indexes_behind",
     "vector_search_setting",
     "vectors_problem",
     "verify_index",
+    "verify_published",
     "wanted_versions",
 ]
 
@@ -65,14 +70,17 @@ def wanted_versions(lake: Lake, doc_ids: Iterable[str]) -> dict[str, str]:
     return {d: v for d, v in stored.items() if v is not None}
 
 
-def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None) -> IndexLag:
+def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = None, *, verify: bool = False) -> IndexLag:
     """Compare the published generation with the lake's current per-document versions.
 
     A part that is absent (or can't be trusted: see `vectors_problem`, `bm25_problem`)
     counts as holding nothing; with no documents at all an absent part is behind too
     (search needs the empty index). The search aids also follow the corpus's metadata.csv
-    and expansions.csv when `corpus` is given.
+    and expansions.csv when `corpus` is given. `verify` (`kohaku index`) first reads every
+    file of the generation against its checksum (`verify_published`).
     """
+    if verify:
+        verify_published(lake)
     doc_ids = list(doc_ids)
     wanted = wanted_versions(lake, doc_ids)
     manifest = read_manifest(lake.index_dir, strict=False)
@@ -85,6 +93,32 @@ def indexes_behind(lake: Lake, doc_ids: Iterable[str], corpus: Path | None = Non
         bm25=_part_lag(parts.get("bm25"), wanted, lambda p: bm25_problem(lake, p)),
         aids=search_aids_behind(lake, doc_ids, corpus),
     )
+
+
+def changed_files(lake: Lake) -> list[tuple[str, str]]:
+    """(file name, problem) for each file of the live generation whose bytes changed behind
+    the size and mtime it was published with (rewritten in place, or another generation's
+    file copied over it): every file read against its checksum. What the cheap checks
+    already refuse is left to them."""
+    manifest = read_manifest(lake.index_dir, strict=False)
+    entries = [e for part in (manifest.parts.values() if manifest else ()) for e in part.files.values()]
+    found = []
+    for entry in entries:
+        if file_problem(lake.index_dir, entry) is None:
+            problem = file_problem(lake.index_dir, entry, deep=True)
+            if problem is not None:
+                found.append((entry.name, problem))
+    return found
+
+
+def verify_published(lake: Lake) -> list[str]:
+    """`changed_files`, each recorded as damaged beside it (stores/damage.py), so every
+    cheap check that follows (this run's assembly, search) refuses it and the assembly
+    rebuilds it. Returns the names of the files found."""
+    found = changed_files(lake)
+    for name, problem in found:
+        mark_damaged(lake.index_dir / name, problem, found_by="kohaku index")
+    return [name for name, _problem in found]
 
 
 def _part_lag(part: IndexPart | None, wanted: Mapping[str, str], problem_of: object) -> list[str]:

@@ -83,7 +83,7 @@ def _assemble(
     lake: Lake, corpus: Path, keep: list[str], cfg: IndexConfig, models: IndexModels, progress: Progress
 ) -> None:
     # Not "if something was built": an earlier run may have died mid-assembly.
-    lag = assembly.indexes_behind(lake, keep, corpus)
+    lag = assembly.indexes_behind(lake, keep, corpus, verify=True)
     for line in lag.problems():
         progress(line)
     if lag.vectors:

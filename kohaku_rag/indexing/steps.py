@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,7 +19,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kohaku_rag.document.tree import Attachment, Node, NodeKind, build_tree, media_hash, nodes_to_table, table_to_nodes
+from kohaku_rag.document.tree import (
+    Attachment,
+    Node,
+    NodeKind,
+    ParsedDocument,
+    build_tree,
+    media_hash,
+    nodes_to_table,
+    table_to_nodes,
+)
 from kohaku_rag.embed.base import Embedder
 from kohaku_rag.indexing.captions import CaptionCache, Captioner, caption_many_cached
 from kohaku_rag.indexing.corpus import SourceDocument, load_document
@@ -29,6 +39,7 @@ from kohaku_rag.indexing.propagate import propagate
 from kohaku_rag.indexing.table_repair import read_repairs, repair_lookup, repairs_digest
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.lake.tables import parquet_metadata, write_bytes_atomic, write_parquet_atomic
+from kohaku_rag.parse.limits import MAX_TABLE_ROWS
 from kohaku_rag.parse.pdf import is_references
 from kohaku_rag.parse.pdf_pages import page_section
 from kohaku_rag.parse.sentences import split_sentences
@@ -46,7 +57,9 @@ LEAF_EMBEDDINGS = "leaf_embeddings"
 NODE_EMBEDDINGS = "node_embeddings"
 INDEX_ROWS = "index_rows"
 
+_log = logging.getLogger("kohaku")
 VERSION_KEY = "kohaku_version"
+TABLES_CUT_KEY = "kohaku.tables_cut"  # a tree's tables cut to MAX_TABLE_ROWS, one line each (JSON)
 
 
 def vector_schema(dim: int) -> pa.Schema:
@@ -180,9 +193,36 @@ def build_document_tree(lake: Lake, source: SourceDocument, cfg: IndexConfig) ->
                 blob = lake.blob(media_hash(para.image))
                 if not blob.exists():
                     write_bytes_atomic(blob, para.image)
+    parsed, cut = _capped_tables(parsed)
+    for line in cut:
+        _log.warning("%s: %s", source.doc_id, line)
     nodes = build_tree(parsed, split_sentences)
-    write_parquet_atomic(nodes_to_table(nodes), path, {VERSION_KEY: version})
+    write_parquet_atomic(nodes_to_table(nodes), path, {VERSION_KEY: version, TABLES_CUT_KEY: json.dumps(cut)})
     return nodes, False
+
+
+def _capped_tables(parsed: ParsedDocument) -> tuple[ParsedDocument, list[str]]:
+    """The document with each table cut to its first `MAX_TABLE_ROWS` rows, and one line per
+    table cut saying what was kept."""
+    cut: list[str] = []
+    sections = []
+    for section in parsed.sections:
+        paragraphs = []
+        for para in section.paragraphs:
+            table = para.table
+            if table is not None and len(table.rows) > MAX_TABLE_ROWS:
+                name = table.label or f"a table in section {section.title.strip()!r}"
+                cut.append(f"{name}: kept the first {MAX_TABLE_ROWS:,} of its {len(table.rows):,} rows")
+                para = replace(para, table=replace(table, rows=table.rows[:MAX_TABLE_ROWS]))
+            paragraphs.append(para)
+        sections.append(replace(section, paragraphs=tuple(paragraphs)))
+    return (replace(parsed, sections=tuple(sections)), cut) if cut else (parsed, [])
+
+
+def tables_cut(lake: Lake, doc_id: str) -> list[str]:
+    """What the cap on table rows cut from a document's stored tree, one line per table."""
+    raw = parquet_metadata(lake.table(TREES, doc_id)).get(TABLES_CUT_KEY)
+    return list(json.loads(raw)) if raw else []
 
 
 def read_tree(lake: Lake, doc_id: str) -> list[Node]:

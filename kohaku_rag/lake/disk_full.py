@@ -16,17 +16,37 @@ HEADROOM = 16 * 2**20  # what a run writes beside the index at least (run record
 FULL_BELOW = 2 * 2**20  # free space under which a disk counts as full
 
 
-def is_disk_full(exc: BaseException) -> bool:
+# sqlite-vec says this instead of SQLite's own "disk is full" when it can't add a chunk of
+# vectors; a failed write cleans up after itself (the store being built is deleted), so the
+# disk need not look full afterwards: it counts as full where a new index would not fit.
+_NO_CHUNK = "could not insert a new vector chunk"
+
+
+def is_disk_full(exc: BaseException, lake: Path | None = None) -> bool:
+    """Whether `exc` (or an exception in its chain) says the disk is full; given the `lake`,
+    sqlite-vec's failure to add a chunk counts when a new index would not fit there."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if any(phrase in str(current).lower() for phrase in _FULL):
+        text = str(current).lower()
+        if any(phrase in text for phrase in _FULL):
+            return True
+        if lake is not None and _NO_CHUNK in text and lacks_room(lake):
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def lacks_room(lake: Path) -> bool:
+    """Less free where the lake lives than a new index generation beside the live one needs
+    (the index folder's size again, plus headroom)."""
+    try:
+        return shutil.disk_usage(_existing(lake)).free < _size(lake / "index") + HEADROOM
+    except OSError:
+        return False
 
 
 def _existing(folder: Path) -> Path:
@@ -36,9 +56,8 @@ def _existing(folder: Path) -> Path:
 
 
 def nearly_full(folder: Path) -> bool:
-    """Almost nothing free where the lake lives: a write that just failed there
-    (whatever its library called it; sqlite-vec says "could not insert a new vector
-    chunk") failed for want of space."""
+    """Almost nothing free where the lake lives: a write that just failed there (whatever
+    its library called it) failed for want of space."""
     try:
         return shutil.disk_usage(_existing(folder)).free < FULL_BELOW
     except OSError:

@@ -43,6 +43,9 @@ def write_bytes_atomic(target: Path, data: bytes) -> None:
 # checksum of its content (checked when the table is read whole, and by `kohaku doctor`).
 ROWS_KEY = "kohaku.rows"
 CONTENT_KEY = "kohaku.content_sha256"
+# A table lacking either proves nothing of its rows (written by hand, or the keys stripped):
+# it is untrusted, so its producer recomputes it.
+_PROOF = {ROWS_KEY: "row count", CONTENT_KEY: "content checksum"}
 
 
 def _plain_type(kind: pa.DataType) -> pa.DataType:
@@ -105,8 +108,9 @@ def parquet_metadata(path: Path) -> dict[str, str]:
 def unreadable_reason(path: Path) -> str | None:
     """Why a stored Parquet file can't be read (None: absent or readable). Reads its footer
     only: a file cut short or overwritten loses its footer first; rows deleted behind a
-    valid footer change its row count; what `kohaku doctor` found in its content is
-    recorded beside it (`content_problem`)."""
+    valid footer change its row count; a table without its row count or checksum proves
+    neither; what `kohaku doctor` found in its content is recorded beside it
+    (`content_problem`)."""
     try:
         footer = pq.read_metadata(path)
     except FileNotFoundError:
@@ -114,16 +118,18 @@ def unreadable_reason(path: Path) -> str | None:
     except (OSError, pa.ArrowException) as exc:
         return " ".join(str(exc).split()) or type(exc).__name__
     meta = footer.metadata or {}
-    rows = meta.get(ROWS_KEY.encode())
-    if rows is not None and rows.decode() != str(footer.num_rows):
-        return f"holds {footer.num_rows} rows, {rows.decode()} when it was written"
+    missing = [what for key, what in _PROOF.items() if key.encode() not in meta]
+    if missing:
+        return f"records no {' and no '.join(missing)}, so it can't be trusted"
+    rows = meta[ROWS_KEY.encode()].decode()
+    if rows != str(footer.num_rows):
+        return f"holds {footer.num_rows} rows, {rows} when it was written"
     return recorded_damage(path)
 
 
 def content_problem(path: Path, table: pa.Table | None = None) -> str | None:
     """What is wrong with a stored table's content (None: it matches the checksum it was
-    written with, or it has none: a table from before checksums). Reads it whole (or takes
-    the `table` already read)."""
+    written with). Reads it whole (or takes the `table` already read)."""
     try:
         table = table if table is not None else pq.read_table(path)
     except FileNotFoundError:
@@ -131,7 +137,9 @@ def content_problem(path: Path, table: pa.Table | None = None) -> str | None:
     except (OSError, pa.ArrowException) as exc:
         return " ".join(str(exc).split()) or type(exc).__name__
     want = (table.schema.metadata or {}).get(CONTENT_KEY.encode())
-    if want is not None and table_digest(table) != want.decode():
+    if want is None:
+        return "records no content checksum, so it can't be trusted"
+    if table_digest(table) != want.decode():
         return "its content differs from the checksum it was written with"
     return None
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from kohaku_rag.config_files import RETRIES, SECONDS, Range
-from kohaku_rag.http_retry import check_api_key_env, safe_url
+from kohaku_rag.http_retry import check_api_key_env, one_credential_message, safe_url, url_has_credentials
 from kohaku_rag.llm.base import ChatModel, ChatRequest, ChatResult, ContextOverflowError, Message
 from kohaku_rag.llm.cache import CachedChat
 from kohaku_rag.llm.model_files import BUNDLED_MODEL, bundled_model
@@ -68,6 +68,10 @@ class LLMSpec:
             raise ValueError(f"LLM backend {self.backend!r} is not 'llama' or 'openai'")
         if self.backend == "openai" and not self.base_url:
             raise ValueError(f"LLM backend 'openai' (model {self.model!r}) needs a base_url")
+        # Refused when the config is read, not at its first request: a named key and the
+        # URL's credentials can never both be sent.
+        if self.backend == "openai" and self.api_key_env is not None and url_has_credentials(self.base_url or ""):
+            raise ValueError(one_credential_message(self.base_url or "", self.api_key_env))
         if self.max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {self.max_concurrent}")
         if not self.timeout > 0:

@@ -16,3 +16,7 @@ MAX_PAGES = 5_000
 MAX_TEXT_CHARS = 20_000_000
 # Bytes of a text or JSON file read whole into memory.
 MAX_FILE_BYTES = 100 * 1024 * 1024
+# Rows of one table kept at indexing: each row is a sentence node, embedded and searched, so
+# a 10,000-row table cost 333 s and 1 GB to index. Real papers' tables have under a few
+# hundred rows; past the cap the first rows are kept and a line says how many were cut.
+MAX_TABLE_ROWS = 1_000

@@ -20,7 +20,7 @@ from kohaku_rag.lake.manifest import Manifest, file_problem, read_manifest
 from kohaku_rag.stores.bm25 import BM25Index
 from kohaku_rag.stores.vectors import VectorStore
 
-__all__ = ["PublishedIndex", "open_published"]
+__all__ = ["PublishedIndex", "open_published", "published_problem"]
 
 # Files of an older layout, from before index generations: `kohaku index` re-assembles them.
 _UNPUBLISHED = ("vectors.sqlite", "bm25.npz")
@@ -53,8 +53,31 @@ def open_published(lake: Lake, embedder: Embedder, *, bm25: bool = True) -> Publ
     raise IndexUnavailable(f"{lake.index_dir}: the index keeps changing while it is opened; try again")
 
 
-def _open(lake: Lake, manifest: Manifest, embedder: Embedder, with_bm25: bool) -> PublishedIndex:
-    fix = f"`kohaku index --lake {lake.root}` rebuilds it from the stored rows"
+def published_problem(lake: Lake) -> str | None:
+    """What opening the published generation for search would refuse, in its words (None:
+    it opens), without an embedder: the checks `open_published` makes, at the same cost."""
+    try:
+        manifest = read_manifest(lake.index_dir)
+        if manifest is None:
+            return _no_index(lake)
+        _check_files(lake, manifest)
+        vectors = manifest.parts["vectors"]
+        dim = int(vectors.record.get("dim", "0") or 0) or 1
+        with VectorStore(lake.index_dir / vectors.files["vectors"].name, dim, create=False) as store:
+            _check_totals(lake, store, manifest)
+    except _Vanished:
+        return None  # a newer generation was published meanwhile: the next look checks it
+    except (IndexUnavailable, KeyError) as exc:
+        return str(exc) if isinstance(exc, IndexUnavailable) else f"{lake.manifest_path}: names no {exc} part"
+    return None
+
+
+def _fix(lake: Lake) -> str:
+    return f"`kohaku index --lake {lake.root}` rebuilds it from the stored rows"
+
+
+def _check_files(lake: Lake, manifest: Manifest) -> None:
+    """Each file the manifest names, by size (and checksum when its size or mtime moved)."""
     for _name, part in manifest.parts.items():
         for entry in part.files.values():
             problem = file_problem(lake.index_dir, entry)
@@ -62,17 +85,27 @@ def _open(lake: Lake, manifest: Manifest, embedder: Embedder, with_bm25: bool) -
                 continue
             if problem == "is missing" and read_manifest(lake.index_dir, strict=False) != manifest:
                 raise _Vanished()
-            raise IndexUnavailable(f"{lake.index_dir / entry.name} {problem}; {fix}")
+            raise IndexUnavailable(f"{lake.index_dir / entry.name} {problem}; {_fix(lake)}")
+
+
+def _check_totals(lake: Lake, store: VectorStore, manifest: Manifest) -> None:
+    """The store's rows per table against the manifest's counts (no vector is read)."""
+    vectors = manifest.parts["vectors"]
+    for table, rows in store.table_totals().items():
+        if rows != vectors.total(table):
+            raise IndexUnavailable(
+                f"{store.path}: holds {rows} {table} rows, {vectors.total(table)} when it was published; {_fix(lake)}"
+            )
+
+
+def _open(lake: Lake, manifest: Manifest, embedder: Embedder, with_bm25: bool) -> PublishedIndex:
+    fix = _fix(lake)
+    _check_files(lake, manifest)
     vectors = manifest.parts["vectors"]
     path = lake.index_dir / vectors.files["vectors"].name
     store = VectorStore(path, embedder.dim, model_id=embedder.model_id, create=False)
     try:
-        have = store.table_totals()
-        for table, rows in have.items():
-            if rows != vectors.total(table):
-                raise IndexUnavailable(
-                    f"{path}: holds {rows} {table} rows, {vectors.total(table)} when it was published; {fix}"
-                )
+        _check_totals(lake, store, manifest)
         bm25 = _load_bm25(lake, manifest, fix) if with_bm25 else None
         aids = load_search_aids(lake, manifest) if with_bm25 else None
     except BaseException:

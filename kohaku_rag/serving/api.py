@@ -15,8 +15,9 @@ from starlette.routing import Route
 
 from kohaku_rag.answering.followup import Turn
 from kohaku_rag.errors import IndexUnavailable
+from kohaku_rag.lake.disk_full import nearly_full
 from kohaku_rag.retrieval.retrieval_config import RetrievalConfig
-from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.errors import DISK_FULL, ApiError
 from kohaku_rag.serving.feedback import VERDICTS, QuestionSetWriter, feedback_set_path, keep_feedback, question_id
 from kohaku_rag.serving.jobs import ANSWER_ID, AnswerJobs, Job
 from kohaku_rag.serving.leases import TAKEN_OVER, job_of
@@ -49,13 +50,17 @@ def service_of(request: Request) -> AnswerService:
 
 
 async def healthz(request: Request) -> Response:
-    """200 "ok" while the lake can be searched; 503 with the reason when its index can't
-    (a load balancer then stops sending questions to a process that can't answer them)."""
+    """200 "ok" while the lake can be searched and answers kept; 503 with the reason when
+    search would refuse (what its checks and the last read of the index's checksums found)
+    or the lake's disk is full (a load balancer then stops sending questions to a process
+    that can't answer them)."""
     service = service_of(request)
     documents = len(service.documents.ids())
     problem = await anyio.to_thread.run_sync(service.index_problem)
     if problem is not None:
         return JSONResponse({"status": "index unavailable", "error": problem, "documents": documents}, 503)
+    if nearly_full(service.lake.root):  # answers and verdicts could not be kept
+        return JSONResponse({"status": "disk full", "error": DISK_FULL, "documents": documents}, 503)
     return JSONResponse({"status": "ok", "documents": documents})
 
 

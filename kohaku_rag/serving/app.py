@@ -43,6 +43,7 @@ def build_app(settings: ServeSettings, models: ModelPool | None = None) -> Starl
         lifespan=_lifespan,
     )
     app.state.service = AnswerService(settings, models)
+    app.state.service.watch.start()  # the index's checksums read now, then on its schedule
     app.state.jobs = AnswerJobs(app.state.service, settings.abandon_after, settings.job_lease)
     app.state.feedback_set = QuestionSetWriter(app.state.service.lake)
     app.state.feedback_rate = ClientRate(settings.feedback_per_minute)

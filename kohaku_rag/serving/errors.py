@@ -10,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kohaku_rag.errors import KohakuError
+from kohaku_rag.lake.disk_full import is_disk_full
+from kohaku_rag.serving.served_store import ServedStoreDamaged
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,27 @@ async def on_http_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
 
+DISK_FULL = (
+    "the disk holding the lake is full: free space there, then ask again "
+    "(what was kept so far is kept; nothing of this request was)"
+)
+
+
+def lake_failure(exc: BaseException) -> ApiError | None:
+    """A failure of the disk under the lake or of its served store, as the 503 that says
+    what to do (None: neither; the failure is unexpected)."""
+    if is_disk_full(exc):
+        return ApiError(503, DISK_FULL, code="disk_full")
+    if isinstance(exc, ServedStoreDamaged):
+        return ApiError(503, str(exc), code="store_damaged")
+    return None
+
+
 async def on_unexpected(request: Request, exc: Exception) -> Response:
+    refused = lake_failure(exc)
+    if refused is not None:
+        log.error("%s %s: %s", request.method, request.url.path, exc)
+        return await on_api_error(request, refused)
     # The traceback goes to the server's log; the client learns only that it failed.
     log.exception("error serving %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, f"internal error ({type(exc).__name__}); the server log has the details", "internal")

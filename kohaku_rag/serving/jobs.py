@@ -31,7 +31,7 @@ from typing import Any, Literal
 import anyio.to_thread
 
 from kohaku_rag.answering.followup import Turn
-from kohaku_rag.serving.errors import ApiError
+from kohaku_rag.serving.errors import ApiError, lake_failure
 from kohaku_rag.serving.leases import (
     TAKEN_OVER,
     JobSpec,
@@ -171,8 +171,9 @@ class AnswerJobs:
             job.error, job.state = exc, "error"
             job.publish("error", error_payload(exc))
         except Exception as exc:  # the traceback stays in the server log
-            log.error("answer failed", exc_info=exc)
-            job.error = ApiError(500, f"internal error ({type(exc).__name__})", code="internal")
+            refused = lake_failure(exc)
+            log.error("answer failed: %s", exc, exc_info=None if refused else exc)  # a known failure: one line
+            job.error = refused or ApiError(500, f"internal error ({type(exc).__name__})", code="internal")
             job.state = "error"
             job.publish("error", error_payload(job.error))
         finally:
@@ -189,7 +190,9 @@ class AnswerJobs:
         try:
             await anyio.to_thread.run_sync(lambda: job_finished(lake, owner, job.answer_id, state, key, payload))
         except Exception as exc:  # the answer itself is served; only other processes miss it
-            log.error("answer %s: not recorded in the served store", job.answer_id, exc_info=exc)
+            known = lake_failure(exc) is not None  # a full disk, a damaged store: one line
+            where = f"answer {job.answer_id}: not recorded in the served store"
+            log.error("%s: %s", where, exc, exc_info=None if known else exc)
 
     @contextmanager
     def _listening(self, job: Job) -> Iterator[asyncio.Queue[Event]]:

@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from kohaku_rag.errors import KohakuError
 from kohaku_rag.lake.layout import Lake
 from kohaku_rag.lake.sqlite_wal import use_wal
 
@@ -96,17 +97,34 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+class ServedStoreDamaged(KohakuError):
+    """The served store can't be read as a database: what the server answers instead."""
+
+
+# What SQLite says of a file that is not (or no longer) a whole database.
+_DAMAGED = ("file is not a database", "database disk image is malformed")
+
+
 @contextmanager
 def connection(lake: Lake) -> Iterator[sqlite3.Connection]:
-    """A connection to the lake's store, created and migrated on first use."""
+    """A connection to the lake's store, created and migrated on first use. A store that
+    can't be read as a database raises `ServedStoreDamaged`, naming the fix."""
     path = store_path(lake)
-    if path not in _ready:
-        _prepare(lake, path)
-    db = _connect(path)
     try:
-        yield db
-    finally:
-        db.close()
+        if path not in _ready:
+            _prepare(lake, path)
+        db = _connect(path)
+        try:
+            yield db
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        if not any(phrase in str(exc).lower() for phrase in _DAMAGED):
+            raise
+        raise ServedStoreDamaged(
+            f"{STORE_DIR}/{STORE_NAME} is damaged ({exc}): answers can't be kept until it is repaired; "
+            "`kohaku doctor` on the lake says how"
+        ) from exc
 
 
 @contextmanager

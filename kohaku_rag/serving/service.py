@@ -29,14 +29,15 @@ from kohaku_rag.answering.qa_config_file import load_qa_config
 from kohaku_rag.answering.qa_tables import index_fingerprint, leaderboard_path
 from kohaku_rag.errors import BackendError, IndexUnavailable, KohakuError
 from kohaku_rag.lake.layout import Lake
-from kohaku_rag.lake.manifest import read_manifest
 from kohaku_rag.lake.tables import check_key
 from kohaku_rag.llm.reply_stream import streaming_reply
 from kohaku_rag.model_pool import ModelPool
+from kohaku_rag.retrieval.published import published_problem
 from kohaku_rag.serving.answer_json import AnswerJson
 from kohaku_rag.serving.documents import Documents
 from kohaku_rag.serving.errors import ApiError
 from kohaku_rag.serving.gate import Gate
+from kohaku_rag.serving.index_watch import IndexWatch
 from kohaku_rag.serving.served_answers import AnswerKey, append_served, response_by_id, response_by_key, typical_seconds
 from kohaku_rag.serving.settings import ServeSettings
 
@@ -71,40 +72,39 @@ class AnswerService:
         self._by_id: dict[str, dict[str, Any]] = {}
         self._index_version: tuple[tuple[object, ...] | None, str] | None = None
         self._configs: dict[str, tuple[int | None, NamedConfig]] = {}
-        self._manifest_check: tuple[tuple[int, int, int], str | None] | None = None
+        self._manifest_check: tuple[tuple[object, ...] | None, str | None] | None = None
+        self.watch = IndexWatch(self.lake, settings.verify_every)
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- the lake
 
     def index_problem(self) -> str | None:
-        """Why the published index can't be searched (None: it can, or none is published
-        yet), read again only when the manifest changes."""
-        try:
-            stat = self.lake.manifest_path.stat()
-        except OSError:
-            return None
-        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        """What search would meet (None: it can search): the published generation checked
+        as search opens it (read again only when the index files change), or what the last
+        read of its checksums found (index_watch.py)."""
+        stamp = self.lake.index_stamp()
         with self._lock:
-            if self._manifest_check is not None and self._manifest_check[0] == key:
-                return self._manifest_check[1]
-        try:
-            read_manifest(self.lake.index_dir)
-            problem = None
-        except IndexUnavailable as exc:
-            problem = self.lake_relative(str(exc))
-        except OSError as exc:
-            why = exc.strerror or type(exc).__name__
-            problem = f"index/manifest.json can't be read ({why}); `kohaku doctor` says more"
-        with self._lock:
-            self._manifest_check = (key, problem)
-        return problem
+            held = self._manifest_check
+        if held is None or held[0] != stamp:
+            try:
+                problem = published_problem(self.lake)
+            except OSError as exc:
+                why = exc.strerror or type(exc).__name__
+                problem = f"index/manifest.json can't be read ({why}); `kohaku doctor` says more"
+            if problem is not None and stamp is None:
+                problem = "no index in the lake yet: run `kohaku index` on it first"
+            held = (stamp, self.lake_relative(problem) if problem is not None else None)
+            with self._lock:
+                self._manifest_check = held
+        return held[1] or self.watch.problem()
 
     def rag(self) -> kr.Rag:
         """The opened lake, reopened when its recorded index settings change (503 with the
         reason when its index can't be searched)."""
         problem = self.index_problem()
         if problem is not None:
-            raise ApiError(503, problem, code="index_unavailable")
+            code = "no_index" if self.lake.index_stamp() is None else "index_unavailable"
+            raise ApiError(503, problem, code=code)
         try:
             stamp = self.lake.index_config_path.stat().st_mtime_ns
         except OSError:
@@ -114,7 +114,7 @@ class AnswerService:
                 try:
                     self._rag = (stamp, kr.Rag(self.lake, kr.open(self.lake.root).index_config, self.models))
                 except FileNotFoundError as exc:
-                    raise ApiError(503, str(exc), code="no_index") from exc
+                    raise ApiError(503, self.lake_relative(str(exc)), code="no_index") from exc
             return self._rag[1]
 
     def config_names(self) -> list[str]:
@@ -270,7 +270,7 @@ class AnswerService:
             except ApiError:
                 raise  # already an HTTP answer (an unknown config, a refused question)
             except KohakuError as exc:
-                raise ApiError(500, f"answering failed: {exc}") from exc
+                raise ApiError(500, f"answering failed: {self.lake_relative(str(exc))}") from exc
             response = self.answer_json.response(result, named.name, time.perf_counter() - started)
             response.update(queued_seconds=round(queued, 3), answer_id=answer_id, asked=asked)
             response["standalone_question"] = standalone
@@ -326,7 +326,7 @@ class AnswerService:
         try:
             version = index_fingerprint(self.lake)
         except FileNotFoundError as exc:
-            raise ApiError(503, str(exc), code="no_index") from exc
+            raise ApiError(503, self.lake_relative(str(exc)), code="no_index") from exc
         with self._lock:
             self._index_version = (stamp, version)
         return version

@@ -30,6 +30,8 @@ class ServeSettings:
     # seconds a process's hold on the jobs it answers lasts unless renewed (it renews four
     # times a lease): a job whose process died is taken over or failed within about 1.25 leases
     job_lease: float = 20.0
+    # seconds between two reads of the served index against its checksums (also read at start)
+    verify_every: float = 600.0
 
 
 def check_exposure(host: str, api_key: str | None, no_auth: bool) -> str | None:

@@ -148,7 +148,8 @@ def test_without_an_index_asking_is_a_503(tmp_path) -> None:
     from kohaku_rag.serving.settings import ServeSettings
 
     with TestClient(build_app(ServeSettings(lake=tmp_path / "empty"))) as c:
-        assert c.get("/healthz").json() == {"status": "ok", "documents": 0}
+        health = c.get("/healthz")  # what search meets: no index
+        assert health.status_code == 503 and "no index" in health.json()["error"]
         r = c.post("/api/ask", json={"question": "anything?"})
         assert r.status_code == 503 and "no index" in r.json()["error"]["message"]
         assert c.get("/api/documents").json() == {"documents": []}
