@@ -4,13 +4,14 @@ OpenAI shape, so chat clients show the message), never as a traceback."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from kohaku_rag.errors import KohakuError
-from kohaku_rag.lake.disk_full import is_disk_full
+from kohaku_rag.lake.disk_full import is_disk_full, nearly_full
 from kohaku_rag.serving.served_store import ServedStoreDamaged
 
 log = logging.getLogger(__name__)
@@ -59,10 +60,12 @@ DISK_FULL = (
 )
 
 
-def lake_failure(exc: BaseException) -> ApiError | None:
+def lake_failure(exc: BaseException, lake: Path | None = None) -> ApiError | None:
     """A failure of the disk under the lake or of its served store, as the 503 that says
-    what to do (None: neither; the failure is unexpected)."""
-    if is_disk_full(exc):
+    what to do (None: neither; the failure is unexpected). Given the `lake`, any failure
+    while its disk is all but full counts as a full disk: SQLite may call it a "disk I/O
+    error" when its journal can't grow."""
+    if is_disk_full(exc, lake) or (lake is not None and nearly_full(lake)):
         return ApiError(503, DISK_FULL, code="disk_full")
     if isinstance(exc, ServedStoreDamaged):
         return ApiError(503, str(exc), code="store_damaged")
@@ -70,7 +73,8 @@ def lake_failure(exc: BaseException) -> ApiError | None:
 
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
-    refused = lake_failure(exc)
+    service = getattr(request.app.state, "service", None)
+    refused = lake_failure(exc, service.lake.root if service is not None else None)
     if refused is not None:
         log.error("%s %s: %s", request.method, request.url.path, exc)
         return await on_api_error(request, refused)

@@ -171,7 +171,7 @@ class AnswerJobs:
             job.error, job.state = exc, "error"
             job.publish("error", error_payload(exc))
         except Exception as exc:  # the traceback stays in the server log
-            refused = lake_failure(exc)
+            refused = lake_failure(exc, lake.root)
             log.error("answer failed: %s", exc, exc_info=None if refused else exc)  # a known failure: one line
             job.error = refused or ApiError(500, f"internal error ({type(exc).__name__})", code="internal")
             job.state = "error"
@@ -190,7 +190,7 @@ class AnswerJobs:
         try:
             await anyio.to_thread.run_sync(lambda: job_finished(lake, owner, job.answer_id, state, key, payload))
         except Exception as exc:  # the answer itself is served; only other processes miss it
-            known = lake_failure(exc) is not None  # a full disk, a damaged store: one line
+            known = lake_failure(exc, lake.root) is not None  # a full disk, a damaged store: one line
             where = f"answer {job.answer_id}: not recorded in the served store"
             log.error("%s: %s", where, exc, exc_info=None if known else exc)
 
