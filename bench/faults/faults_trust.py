@@ -247,7 +247,9 @@ def vec_chunk_full(work: Path) -> Outcome:
             f.write(b"\0" * (shutil.disk_usage(disk).free - 400_000))
         nodes = [
             Node("d", "d", None, NodeKind.DOCUMENT, 0, "t", "doc"),
-            Node("d:p", "d", "d", NodeKind.PARAGRAPH, 1, "", "p"),
+            Node("d:sec1", "d", "d", NodeKind.SECTION, 1, "s", "sec"),
+            Node("d:sec1:p1", "d", "d:sec1", NodeKind.PARAGRAPH, 1, "", "p"),
+            *(Node(f"d:sec1:p1:s{k}", "d", "d:sec1:p1", NodeKind.SENTENCE, k, "", f"s{k}") for k in (1, 2, 3)),
         ]
         vecs = {n.node_id: np.ones(384, np.float32) / np.sqrt(384) for n in nodes}
         try:
@@ -257,7 +259,8 @@ def vec_chunk_full(work: Path) -> Outcome:
             store.close()
             remove_store(target)
             spare.unlink()
-            return is_disk_full(exc, lake), f"{type(exc).__name__}: {exc}"[:90]
+            chunk = "vector chunk" in str(exc)  # sqlite-vec's words, not SQLite's
+            return chunk and is_disk_full(exc, lake), f"{type(exc).__name__}: {exc}"[:90]
     finally:
         subprocess.run(["umount", "--lazy", str(disk)])
 
