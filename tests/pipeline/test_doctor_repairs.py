@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -18,6 +19,7 @@ from test_lake_repair import DOCS, QUESTION, _cli, _index, _search_docs, env  # 
 
 from kohaku_rag.indexing import assembly
 from kohaku_rag.indexing import steps as ix
+from tests.support.small_disk import small_disk_at
 
 KOHAKU = [sys.executable, "-c", "import sys; from kohaku_assets.cli import main; sys.exit(main())"]
 
@@ -151,18 +153,10 @@ def test_the_manifest_names_only_regular_files_of_the_index_folder(env, capsys, 
 
 
 @pytest.fixture()
-def small_disk(tmp_path):
-    """A real 12 MB file system (tmpfs), for a lake on a full disk; skipped where mounting
-    is not allowed."""
-    folder = tmp_path / "small_disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()[:80]}")
-    try:
+def small_disk(tmp_path: Path):
+    """A real 12 MB file system (tmpfs); skipped where mounting is not allowed."""
+    with small_disk_at(tmp_path, 12) as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=False)
 
 
 def test_a_full_disk_is_one_line_naming_the_folder(small_disk, corpus):

@@ -9,7 +9,6 @@ import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from kohaku_rag.serving.served_store import store_path
 from tests.support.asgi_server import serving
 from tests.support.lake_damage import rewrite_vectors_in_place
 from tests.support.serving_corpus import WATER_QUESTION
+from tests.support.small_disk import small_disk_at
 
 
 def _wait_for(check, seconds: float = 30.0):
@@ -135,15 +135,8 @@ def test_a_config_with_url_credentials_and_an_api_key_is_a_clear_config_error(ap
 @pytest.fixture()
 def small_disk(tmp_path: Path):
     """A real 24 MB file system (tmpfs); skipped where mounting is not allowed."""
-    folder = tmp_path / "small_disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()[:80]}")
-    try:
+    with small_disk_at(tmp_path, 24) as folder:
         yield folder
-    finally:  # lazily: the test's server may still hold the lake's index open
-        subprocess.run(["umount", "--lazy", str(folder)], check=False)
 
 
 def _fill(folder: Path) -> Path:

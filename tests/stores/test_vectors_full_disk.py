@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +12,14 @@ from test_index import synthetic_doc, unit_rows
 
 from kohaku_rag.lake.disk_full import disk_full_message, is_disk_full, nearly_full
 from kohaku_rag.stores.vectors import VectorStore, remove_store
+from tests.support.small_disk import small_disk_at
 
 
 @pytest.fixture()
 def small_disk(tmp_path: Path):
     """A real 8 MB file system (tmpfs); skipped where mounting is not allowed."""
-    folder = tmp_path / "small_disk"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()[:80]}")
-    try:
+    with small_disk_at(tmp_path, 8) as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", "--lazy", str(folder)], check=False)
 
 
 def test_sqlite_vecs_failed_chunk_on_a_full_disk_is_a_full_disk(small_disk: Path) -> None:
