@@ -41,6 +41,7 @@ from tests.support.lake_damage import rewrite_vectors_in_place  # noqa: E402
 from tests.support.qa_server import QAServer  # noqa: E402
 from tests.support.serve_process import kohaku_serve  # noqa: E402
 from tests.support.serving_corpus import WATER_QUESTION, write_config  # noqa: E402
+from tests.support.small_disk import fill_disk  # noqa: E402
 
 Outcome = tuple[bool, str]
 
@@ -206,14 +207,7 @@ def full_disk_serving(work: Path, qa: QAServer) -> Outcome:
         write_config(lake, "fake", qa.base_url)
         with kohaku_serve(lake, "--config", "fake") as url:
             before = httpx.get(f"{url}/healthz").status_code
-            filler = disk / "filler"
-            with filler.open("wb") as f:
-                try:
-                    while True:
-                        f.write(b"\0" * 65536)
-                        f.flush()
-                except OSError:
-                    pass
+            filler = fill_disk(disk)
             health, ask = httpx.get(f"{url}/healthz"), _ask(url)
             filler.unlink()
             again = _ask(url)

@@ -22,7 +22,7 @@ from kohaku_rag.serving.served_store import store_path
 from tests.support.asgi_server import serving
 from tests.support.lake_damage import rewrite_vectors_in_place
 from tests.support.serving_corpus import WATER_QUESTION
-from tests.support.small_disk import small_disk_at
+from tests.support.small_disk import fill_disk, small_disk_at
 
 
 def _wait_for(check, seconds: float = 30.0):
@@ -139,18 +139,6 @@ def small_disk(tmp_path: Path):
         yield folder
 
 
-def _fill(folder: Path) -> Path:
-    filler = folder / "filler"
-    with filler.open("wb") as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-                f.flush()
-        except OSError:
-            pass
-    return filler
-
-
 def test_a_full_disk_while_serving_is_a_503_and_healthz_says_so(small_disk, lake, settings) -> None:
     """Guards: with the lake's disk full, ask is a 503 saying to free space (not a 500
     OperationalError) and /healthz is 503; once space is freed, ask answers again."""
@@ -158,7 +146,7 @@ def test_a_full_disk_while_serving_is_a_503_and_healthz_says_so(small_disk, lake
     app = build_app(dataclasses.replace(settings, lake=moved))
     with serving(app) as url:
         assert httpx.get(f"{url}/healthz").status_code == 200
-        filler = _fill(small_disk)
+        filler = fill_disk(small_disk)
         health, ask = httpx.get(f"{url}/healthz"), _ask(url)
         filler.unlink()
         again = _ask(url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
@@ -13,14 +14,15 @@ from typing import Any, Self
 __all__ = ["JsonHandler", "LocalServer"]
 
 
-class LocalServer:
+class LocalServer(ABC):
     """A fake server: a subclass says which handler serves it (`handler`); `root` is its
     `http://127.0.0.1:PORT`."""
 
     _httpd: ThreadingHTTPServer | None = None
 
+    @abstractmethod
     def handler(self) -> type[BaseHTTPRequestHandler]:
-        raise NotImplementedError
+        """The request handler class, bound to this server's state."""
 
     @property
     def root(self) -> str:

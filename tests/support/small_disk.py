@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["small_disk_at"]
+__all__ = ["fill_disk", "small_disk_at"]
 
 
 @contextmanager
@@ -26,3 +26,16 @@ def small_disk_at(parent: Path, megabytes: int) -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+def fill_disk(folder: Path) -> Path:
+    """A file written under `folder` until its file system is full; delete it to free the space."""
+    filler = folder / "filler"
+    with filler.open("wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    return filler
